@@ -1,0 +1,3 @@
+from reachtui.cli import main
+
+main()

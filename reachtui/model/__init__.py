@@ -1,0 +1,1 @@
+"""Everything that imports torch/transformers lives here, imported lazily; nothing else does."""

@@ -1,0 +1,38 @@
+"""The command line answers --help/--version instantly, without loading torch, transformers or textual."""
+
+import subprocess
+import sys
+
+from reachtui import __version__
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "reachtui", *args], capture_output=True, text=True)
+
+
+def test_version_prints_the_package_version():
+    out = _run("--version")
+    assert out.returncode == 0
+    assert __version__ in out.stdout
+
+
+def test_help_lists_commands():
+    out = _run("--help")
+    assert out.returncode == 0
+    assert "Usage:" in out.stdout
+
+
+def test_heavy_libraries_are_not_imported_by_import_or_help():
+    code = (
+        "import sys, reachtui, reachtui.cli\n"
+        "from click.testing import CliRunner\n"
+        "r = CliRunner().invoke(reachtui.cli.cli, ['--help'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "r = CliRunner().invoke(reachtui.cli.cli, ['--version'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "bad = [m for m in ('torch', 'transformers', 'textual') if m in sys.modules]\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ""
