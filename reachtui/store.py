@@ -1,0 +1,461 @@
+"""The audit store: one SQLite file (sqlite-utils) for every model, task and run. Pure Python.
+
+Open it with `Store(path)` (writer: creates, migrates, WAL) or `Store(path, readonly=True)` (reader: a
+`mode=ro` URI, never creates or migrates). One `Store` per thread (sqlite3 connections are per thread);
+a reader and a writer on the same file work side by side (WAL, busy_timeout 5 s).
+
+Schema (version 1; real foreign keys, so `sqlite-utils` and datasette can follow them):
+
+    meta(key PK, value)                         schema_version, app = "reachtui"
+    models(id, name UNIQUE, path, model_class, num_layers)
+    tasks(id, name, path, sha256 UNIQUE, n_questions)
+    questions(id, task_id->tasks, qid, idx, question, gold, solution, UNIQUE(task_id, qid))
+    runs(id, model_id->models, task_id->tasks, protocol_json, protocol_hash, status, source, n_questions,
+         limit_n, created_at, updated_at, finished_at, reachtui_version, torch_version,
+         transformers_version, device, dtype, note)
+         status in running|complete|failed|cancelled; source in audit|import
+    run_questions(run_id->runs, question_id->questions, PK(run_id, question_id))   the run's question set
+    attempts(id, run_id->runs, question_id->questions, probe, attempt, route, silenced, temperature, seed,
+             text, answer, rule, correct, mean_logprob, new_tokens, layers_executed, compute, created_at,
+             UNIQUE(run_id, question_id, probe, attempt))
+         probe: "realized" (one attempt, index 0), "sample", "routes", "mcts", "mcts-blind",
+         "mlp:<L>" (default decoding with MLP L silenced), "explore:<exploration id>".
+         route: text form ("0-3,3,5-11"), NULL = normal order; silenced: "3,5" or NULL; correct: 0/1.
+    failure_sets(id, run_id->runs, name, probe, protocol_hash, size, created_at, UNIQUE(run_id, name))
+    failure_set_members(set_id->failure_sets, question_id->questions, PK)   frozen: never updated
+    mlp_scan(run_id->runs, set_id->failure_sets, layer, failure_n, repaired, realized_n, broken,
+             repair_rate, break_rate, PK(run_id, set_id, layer))
+    explorations(id, run_id->runs, name, route, silenced, target, n, repaired, broken, status,
+                 created_at, updated_at)        target: "failure:<probe>" | "realized" | ...
+    questions_fts(question), attempts_fts(text)  FTS5 over those columns, kept in sync by triggers
+
+Timestamps are UTC ISO-8601 text. Children of a run are deleted with it (ON DELETE CASCADE).
+Reads live in `reachtui/store_queries.py` (mixed into `Store`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from reachtui.errors import ReachError
+from reachtui.store_queries import StoreQueries
+
+SCHEMA_VERSION = 1
+APP_NAME = "reachtui"
+RUN_STATUSES = ("running", "complete", "failed", "cancelled")
+RUN_SOURCES = ("audit", "import")
+FINISHED_STATUSES = ("complete", "failed", "cancelled")
+BUSY_TIMEOUT_MS = 5000
+NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+
+#: Columns of `attempts` a caller may give in `insert_attempts` rows (question_id, probe, attempt required).
+ATTEMPT_COLUMNS = (
+    "question_id", "probe", "attempt", "route", "silenced", "temperature", "seed", "text", "answer",
+    "rule", "correct", "mean_logprob", "new_tokens", "layers_executed", "compute",
+)
+
+_SCHEMA_V1 = f"""
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE models (
+    id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, path TEXT, model_class TEXT, num_layers INTEGER);
+CREATE TABLE tasks (
+    id INTEGER PRIMARY KEY, name TEXT NOT NULL, path TEXT, sha256 TEXT NOT NULL UNIQUE,
+    n_questions INTEGER NOT NULL);
+CREATE TABLE questions (
+    id INTEGER PRIMARY KEY,
+    task_id INTEGER NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+    qid TEXT NOT NULL, idx INTEGER NOT NULL, question TEXT NOT NULL, gold TEXT NOT NULL, solution TEXT,
+    UNIQUE (task_id, qid));
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY,
+    model_id INTEGER NOT NULL REFERENCES models(id),
+    task_id INTEGER NOT NULL REFERENCES tasks(id),
+    protocol_json TEXT NOT NULL, protocol_hash TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'running' CHECK (status IN {RUN_STATUSES}),
+    source TEXT NOT NULL DEFAULT 'audit' CHECK (source IN {RUN_SOURCES}),
+    n_questions INTEGER NOT NULL DEFAULT 0, limit_n INTEGER,
+    created_at TEXT NOT NULL DEFAULT ({NOW}), updated_at TEXT NOT NULL DEFAULT ({NOW}), finished_at TEXT,
+    reachtui_version TEXT, torch_version TEXT, transformers_version TEXT, device TEXT, dtype TEXT, note TEXT);
+CREATE INDEX runs_lookup ON runs (model_id, task_id, protocol_hash);
+CREATE TABLE run_questions (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    question_id INTEGER NOT NULL REFERENCES questions(id),
+    PRIMARY KEY (run_id, question_id)) WITHOUT ROWID;
+CREATE TABLE attempts (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    question_id INTEGER NOT NULL REFERENCES questions(id),
+    probe TEXT NOT NULL, attempt INTEGER NOT NULL,
+    route TEXT, silenced TEXT, temperature REAL, seed INTEGER,
+    text TEXT, answer TEXT, rule TEXT, correct INTEGER,
+    mean_logprob REAL, new_tokens INTEGER, layers_executed INTEGER, compute INTEGER,
+    created_at TEXT NOT NULL DEFAULT ({NOW}),
+    UNIQUE (run_id, question_id, probe, attempt));
+CREATE INDEX attempts_by_probe ON attempts (run_id, probe, question_id, attempt, correct);
+CREATE TABLE failure_sets (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    name TEXT NOT NULL, probe TEXT, protocol_hash TEXT NOT NULL, size INTEGER NOT NULL,
+    created_at TEXT NOT NULL DEFAULT ({NOW}),
+    UNIQUE (run_id, name));
+CREATE TABLE failure_set_members (
+    set_id INTEGER NOT NULL REFERENCES failure_sets(id) ON DELETE CASCADE,
+    question_id INTEGER NOT NULL REFERENCES questions(id),
+    PRIMARY KEY (set_id, question_id)) WITHOUT ROWID;
+CREATE TRIGGER failure_sets_frozen BEFORE UPDATE ON failure_sets
+    BEGIN SELECT RAISE(ABORT, 'failure sets are frozen'); END;
+CREATE TRIGGER failure_set_members_frozen BEFORE UPDATE ON failure_set_members
+    BEGIN SELECT RAISE(ABORT, 'failure sets are frozen'); END;
+CREATE TABLE mlp_scan (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    set_id INTEGER NOT NULL REFERENCES failure_sets(id) ON DELETE CASCADE,
+    layer INTEGER NOT NULL,
+    failure_n INTEGER NOT NULL, repaired INTEGER NOT NULL, realized_n INTEGER NOT NULL, broken INTEGER NOT NULL,
+    repair_rate REAL, break_rate REAL,
+    PRIMARY KEY (run_id, set_id, layer));
+CREATE TABLE explorations (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    name TEXT NOT NULL, route TEXT, silenced TEXT, target TEXT NOT NULL,
+    n INTEGER NOT NULL DEFAULT 0, repaired INTEGER NOT NULL DEFAULT 0, broken INTEGER NOT NULL DEFAULT 0,
+    status TEXT NOT NULL DEFAULT 'running' CHECK (status IN {RUN_STATUSES}),
+    created_at TEXT NOT NULL DEFAULT ({NOW}), updated_at TEXT NOT NULL DEFAULT ({NOW}));
+CREATE INDEX explorations_by_run ON explorations (run_id);
+"""
+
+
+def _migrate_to_1(db: Database) -> None:
+    for statement in _SCHEMA_V1.split(";\n"):
+        if statement.strip():
+            db.conn.execute(statement)
+    db["questions"].enable_fts(["question"], create_triggers=True)
+    db["attempts"].enable_fts(["text"], create_triggers=True)
+    db.conn.execute("INSERT INTO meta (key, value) VALUES ('app', ?)", (APP_NAME,))
+
+
+#: version -> function bringing a store from version-1 to version (run inside one IMMEDIATE transaction).
+MIGRATIONS = {1: _migrate_to_1}
+
+
+def default_store_path() -> Path:
+    """`$REACHTUI_STORE` if set, else `./store/reachtui.sqlite` (relative to the current directory)."""
+    env = os.environ.get("REACHTUI_STORE")
+    return Path(env) if env else Path("store") / "reachtui.sqlite"
+
+
+def _looks_like_sqlite(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        head = fh.read(16)
+    return head == b"" or head == b"SQLite format 3\x00"
+
+
+def _protocol_text(protocol: str | Mapping[str, Any]) -> str:
+    if isinstance(protocol, str):
+        return protocol
+    return json.dumps(protocol, sort_keys=True, separators=(",", ":"))
+
+
+class Store(StoreQueries):
+    """The audit database. Writes are one transaction per call; reads are in `StoreQueries`."""
+
+    def __init__(self, path: str | os.PathLike | None = None, *, readonly: bool = False) -> None:
+        self.path = Path(path) if path is not None else default_store_path()
+        self.readonly = readonly
+        if readonly and not self.path.is_file():
+            raise ReachError(f"no audit store at {self.path}")
+        if self.path.is_dir():
+            raise ReachError(f"{self.path} is a directory, not an audit store")
+        if self.path.is_file() and not _looks_like_sqlite(self.path):
+            raise ReachError(f"{self.path} is not a reachtui store (not an SQLite database)")
+        if not readonly:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = None
+        try:
+            if readonly:
+                conn = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True,
+                                       timeout=BUSY_TIMEOUT_MS / 1000)
+            else:
+                conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000)
+            self.db = Database(conn, execute_plugins=False)
+            self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self.db.execute("PRAGMA foreign_keys = ON")
+            if not readonly:
+                self.db.enable_wal()
+                self.db.execute("PRAGMA synchronous = NORMAL")
+            self._check_and_migrate()
+        except ReachError:
+            if conn is not None:
+                conn.close()
+            raise
+        except sqlite3.DatabaseError as exc:
+            if conn is not None:
+                conn.close()
+            raise ReachError(f"cannot open audit store {self.path}: {exc}") from None
+
+    # -- opening -------------------------------------------------------------------------------------
+
+    def _schema_version(self) -> int:
+        """0 for an empty database; ReachError for an SQLite file that is not a reachtui store."""
+        names = {r[0] for r in self.db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}
+        if not names:
+            return 0
+        if "meta" not in names:
+            raise ReachError(f"{self.path} is an SQLite database but not a reachtui store")
+        meta = dict(self.db.execute("SELECT key, value FROM meta").fetchall())
+        if meta.get("app") != APP_NAME or "schema_version" not in meta:
+            raise ReachError(f"{self.path} is an SQLite database but not a reachtui store")
+        try:
+            return int(meta["schema_version"])
+        except ValueError:
+            raise ReachError(f"{self.path} has a malformed schema version {meta['schema_version']!r}") from None
+
+    def _check_and_migrate(self) -> None:
+        version = self._schema_version()
+        if version > SCHEMA_VERSION:
+            raise ReachError(f"the audit store {self.path} has schema version {version}, newer than this "
+                             f"reachtui understands ({SCHEMA_VERSION}); upgrade reachtui")
+        if version == SCHEMA_VERSION:
+            return
+        if self.readonly:
+            if version == 0:
+                raise ReachError(f"no audit store at {self.path} (the file is empty)")
+            raise ReachError(f"the audit store {self.path} has schema version {version}; open it once "
+                             f"for writing to migrate it to version {SCHEMA_VERSION}")
+        conn = self.db.conn
+        conn.execute("BEGIN IMMEDIATE")  # one writer migrates; others wait, then see the new version
+        try:
+            version = self._schema_version()
+            for target in range(version + 1, SCHEMA_VERSION + 1):
+                MIGRATIONS[target](self.db)
+                conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
+                             "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (str(target),))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Store {self.path}{' (read-only)' if self.readonly else ''}>"
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Store]:
+        """One write transaction (BEGIN IMMEDIATE, so a second writer waits up to busy_timeout instead of
+        failing mid-way); nested calls become savepoints. Every write method uses it, so several writes
+        inside `with store.transaction():` commit together or not at all."""
+        if self.readonly:
+            raise ReachError(f"the audit store {self.path} is open read-only")
+        conn = self.db.conn
+        if conn.in_transaction:
+            with self.db.atomic():
+                yield self
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        else:
+            try:
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    _write = transaction
+
+    # -- models, tasks, questions ------------------------------------------------------------------
+
+    def upsert_model(self, name: str, path: str | os.PathLike | None = None, model_class: str | None = None,
+                     num_layers: int | None = None) -> int:
+        """The id of the model called `name`, created or updated (fields given as None are kept)."""
+        with self._write():
+            self.db.execute(
+                "INSERT INTO models (name, path, model_class, num_layers) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(name) DO UPDATE SET path = coalesce(excluded.path, path), "
+                "model_class = coalesce(excluded.model_class, model_class), "
+                "num_layers = coalesce(excluded.num_layers, num_layers)",
+                (name, None if path is None else str(path), model_class, num_layers))
+            return self.db.execute("SELECT id FROM models WHERE name = ?", (name,)).fetchone()[0]
+
+    def upsert_task(self, task: Any) -> int:
+        """The id of `task` (`.name .path .sha256 .questions`, each `.id .question .answer [.solution]`),
+        inserted with its questions if its sha256 is new. Idempotent."""
+        questions = list(task.questions)
+        with self._write():
+            self.db.execute("INSERT OR IGNORE INTO tasks (name, path, sha256, n_questions) VALUES (?, ?, ?, ?)",
+                            (task.name, str(task.path), task.sha256, len(questions)))
+            task_id = self.db.execute("SELECT id FROM tasks WHERE sha256 = ?", (task.sha256,)).fetchone()[0]
+            self.db.conn.executemany(
+                "INSERT OR IGNORE INTO questions (task_id, qid, idx, question, gold, solution) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                ((task_id, str(q.id), i, q.question, str(q.answer), getattr(q, "solution", None))
+                 for i, q in enumerate(questions)))
+            n = self.db.execute("SELECT count(*) FROM questions WHERE task_id = ?", (task_id,)).fetchone()[0]
+            if n != len(questions):
+                raise ReachError(f"task {task.name}: {len(questions)} questions but {n} distinct ids "
+                                 f"(question ids must be unique)")
+        return task_id
+
+    # -- runs --------------------------------------------------------------------------------------
+
+    def create_run(self, model_id: int, task_id: int, *, protocol_json: str | Mapping[str, Any],
+                   protocol_hash: str, source: str = "audit", limit_n: int | None = None,
+                   question_ids: Iterable[int] | None = None, status: str = "running",
+                   reachtui_version: str | None = None, torch_version: str | None = None,
+                   transformers_version: str | None = None, device: str | None = None,
+                   dtype: str | None = None, note: str | None = None) -> int:
+        """A new run (status 'running' unless given); with `question_ids`, its question set too."""
+        if status not in RUN_STATUSES:
+            raise ValueError(f"run status must be one of {RUN_STATUSES}, not {status!r}")
+        if source not in RUN_SOURCES:
+            raise ValueError(f"run source must be one of {RUN_SOURCES}, not {source!r}")
+        if reachtui_version is None:
+            from reachtui import __version__ as reachtui_version
+        with self._write():
+            cur = self.db.execute(
+                "INSERT INTO runs (model_id, task_id, protocol_json, protocol_hash, status, source, limit_n, "
+                "reachtui_version, torch_version, transformers_version, device, dtype, note) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (model_id, task_id, _protocol_text(protocol_json), protocol_hash, status, source, limit_n,
+                 reachtui_version, torch_version, transformers_version, device, dtype, note))
+            run_id = cur.lastrowid
+            if question_ids is not None:
+                self._add_run_questions(run_id, question_ids)
+        return run_id
+
+    def add_run_questions(self, run_id: int, question_ids: Iterable[int]) -> None:
+        """Add questions to the run's question set (duplicates ignored); keeps runs.n_questions exact."""
+        with self._write():
+            self._add_run_questions(run_id, question_ids)
+
+    def _add_run_questions(self, run_id: int, question_ids: Iterable[int]) -> None:
+        self.db.conn.executemany("INSERT OR IGNORE INTO run_questions (run_id, question_id) VALUES (?, ?)",
+                                 ((run_id, int(q)) for q in question_ids))
+        self.db.execute(f"UPDATE runs SET n_questions = (SELECT count(*) FROM run_questions WHERE run_id = ?), "
+                        f"updated_at = {NOW} WHERE id = ?", (run_id, run_id))
+
+    def set_run_status(self, run_id: int, status: str, note: str | None = None) -> None:
+        """Set the status; finished_at is stamped for complete/failed/cancelled, cleared for running."""
+        if status not in RUN_STATUSES:
+            raise ValueError(f"run status must be one of {RUN_STATUSES}, not {status!r}")
+        finished = status in FINISHED_STATUSES
+        with self._write():
+            cur = self.db.execute(
+                f"UPDATE runs SET status = ?, updated_at = {NOW}, "
+                f"finished_at = {NOW if finished else 'NULL'}, note = coalesce(?, note) WHERE id = ?",
+                (status, note, run_id))
+            if cur.rowcount == 0:
+                raise ReachError(f"no run {run_id} in {self.path}")
+
+    # -- attempts ----------------------------------------------------------------------------------
+
+    def insert_attempts(self, run_id: int, rows: Sequence[Mapping[str, Any]]) -> int:
+        """Insert a batch of attempts in one transaction; rows already present (same run, question, probe,
+        attempt) are ignored. Returns how many rows were inserted. All or nothing on error."""
+        if not rows:
+            return 0
+        values = []
+        for row in rows:
+            unknown = set(row) - set(ATTEMPT_COLUMNS) - {"run_id"}
+            if unknown:
+                raise ValueError(f"unknown attempt columns: {sorted(unknown)}")
+            if row.get("run_id", run_id) != run_id:
+                raise ValueError(f"attempt row for run {row['run_id']} given to run {run_id}")
+            vals = [run_id]
+            for col in ATTEMPT_COLUMNS:
+                v = row.get(col)
+                if col == "correct" and v is not None:
+                    v = int(bool(v))
+                vals.append(v)
+            values.append(vals)
+        cols = ", ".join(("run_id",) + ATTEMPT_COLUMNS)
+        marks = ", ".join("?" * (len(ATTEMPT_COLUMNS) + 1))
+        with self._write():
+            cur = self.db.conn.executemany(f"INSERT OR IGNORE INTO attempts ({cols}) VALUES ({marks})", values)
+            inserted = cur.rowcount
+            if inserted:
+                self.db.execute(f"UPDATE runs SET updated_at = {NOW} WHERE id = ?", (run_id,))
+        return inserted
+
+    # -- failure sets, MLP scan, explorations ------------------------------------------------------
+
+    def create_failure_set(self, run_id: int, name: str, probe: str | None,
+                           question_ids: Iterable[int]) -> int:
+        """Freeze a named question set for the run (e.g. "failure:routes"). Refuses an existing name:
+        a set is never recomputed in place."""
+        ids = sorted({int(q) for q in question_ids})
+        with self._write():
+            run = self.db.execute("SELECT protocol_hash FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if run is None:
+                raise ReachError(f"no run {run_id} in {self.path}")
+            if self.db.execute("SELECT 1 FROM failure_sets WHERE run_id = ? AND name = ?",
+                               (run_id, name)).fetchone():
+                raise ReachError(f"failure set {name!r} of run {run_id} already exists; sets are frozen "
+                                 f"(start a new run to make new sets)")
+            set_id = self.db.execute(
+                "INSERT INTO failure_sets (run_id, name, probe, protocol_hash, size) VALUES (?, ?, ?, ?, ?)",
+                (run_id, name, probe, run[0], len(ids))).lastrowid
+            self.db.conn.executemany("INSERT INTO failure_set_members (set_id, question_id) VALUES (?, ?)",
+                                     ((set_id, q) for q in ids))
+        return set_id
+
+    def write_mlp_scan(self, run_id: int, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Upsert MLP-scan rows: each has layer, set_id, failure_n, repaired, realized_n, broken
+        (repair_rate / break_rate computed when absent; None when the denominator is 0)."""
+        values = []
+        for r in rows:
+            fn, rn = int(r["failure_n"]), int(r["realized_n"])
+            repair = r.get("repair_rate", r["repaired"] / fn if fn else None)
+            brk = r.get("break_rate", r["broken"] / rn if rn else None)
+            values.append((run_id, int(r["set_id"]), int(r["layer"]), fn, int(r["repaired"]), rn,
+                           int(r["broken"]), repair, brk))
+        with self._write():
+            self.db.conn.executemany(
+                "INSERT INTO mlp_scan (run_id, set_id, layer, failure_n, repaired, realized_n, broken, "
+                "repair_rate, break_rate) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(run_id, set_id, layer) DO UPDATE SET failure_n = excluded.failure_n, "
+                "repaired = excluded.repaired, realized_n = excluded.realized_n, broken = excluded.broken, "
+                "repair_rate = excluded.repair_rate, break_rate = excluded.break_rate", values)
+
+    def create_exploration(self, run_id: int, name: str, *, target: str, route: str | None = None,
+                           silenced: str | None = None, n: int = 0) -> int:
+        """A new exploration (an intervention applied to a set); its attempts use probe "explore:<id>"."""
+        with self._write():
+            return self.db.execute(
+                "INSERT INTO explorations (run_id, name, route, silenced, target, n) VALUES (?, ?, ?, ?, ?, ?)",
+                (run_id, name, route, silenced, target, n)).lastrowid
+
+    def update_exploration(self, exploration_id: int, *, n: int | None = None, repaired: int | None = None,
+                           broken: int | None = None, status: str | None = None) -> None:
+        """Update an exploration's live counts and/or status (None leaves a field as it is)."""
+        if status is not None and status not in RUN_STATUSES:
+            raise ValueError(f"exploration status must be one of {RUN_STATUSES}, not {status!r}")
+        with self._write():
+            cur = self.db.execute(
+                f"UPDATE explorations SET n = coalesce(?, n), repaired = coalesce(?, repaired), "
+                f"broken = coalesce(?, broken), status = coalesce(?, status), updated_at = {NOW} WHERE id = ?",
+                (n, repaired, broken, status, exploration_id))
+            if cur.rowcount == 0:
+                raise ReachError(f"no exploration {exploration_id} in {self.path}")
