@@ -15,7 +15,8 @@ The tree (as in CoLa, arXiv 2507.07996, with the protocol's parameters):
 - Root actions: skip a contiguous block of 1..max_block layers, or repeat such a block once (the copy
   follows the block). Deeper actions act on one position of the route: skip it, or repeat it once.
 - Every route obeys the route sampler's bounds: length within [ceil(min_frac·L), floor(max_frac·L)], a
-  layer at most `max_repeat` times, first / last layer kept in place when `keep_first` / `keep_last`.
+  layer at most `max_repeat` times, first / last layer never dropped when `keep_first` / `keep_last`
+  (as `reachtui.model.routes.legal_actions`).
   The identity route is never a child.
 - Selection: from the root, descend to the child with the highest
   UCB = mean reward − λ·len(route)/L + c·sqrt(ln N / n)
@@ -77,9 +78,9 @@ class RouteRules:
     def valid(self, route: tuple[int, ...]) -> bool:
         if not (self.min_len <= len(route) <= self.max_len) or route == self.identity:
             return False
-        if self.keep_first and route[0] != 0:
+        if self.keep_first and 0 not in route:
             return False
-        if self.keep_last and route[-1] != self.L - 1:
+        if self.keep_last and self.L - 1 not in route:
             return False
         counts: dict[int, int] = {}
         for layer in route:
