@@ -176,7 +176,11 @@ class Store(StoreQueries):
         if self.path.is_file() and not _looks_like_sqlite(self.path):
             raise ReachError(f"{self.path} is not a reachtui store (not an SQLite database)")
         if not readonly:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ReachError(f"cannot create the folder for audit store {self.path}: "
+                                 f"{exc.strerror or exc}") from None
         conn = None
         try:
             if readonly:

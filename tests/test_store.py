@@ -362,3 +362,11 @@ def test_concurrent_reader_sees_committed_rows_while_writer_is_open(tmp_path, ru
         t.start()
         t.join()
         assert seen == [4]
+
+
+def test_unusable_paths_fail_in_one_line(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    assert "cannot create the folder" in _one_line_error(lambda: Store(afile / "sub" / "audit.sqlite"))
+    assert "directory" in _one_line_error(lambda: Store(tmp_path))
+    assert "empty" in _one_line_error(lambda: Store(afile, readonly=True))
