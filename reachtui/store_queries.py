@@ -204,6 +204,14 @@ class StoreQueries:
             WHERE a.run_id = ? AND a.probe = ?
             GROUP BY a.question_id HAVING max(a.correct) = 1 ORDER BY q.idx""", (run_id, probe))]
 
+    def realized_ids(self, run_id: int) -> list[int]:
+        """Question ids whose realized attempt is correct (the realized set an MLP scan breaks), in task
+        order."""
+        return [r[0] for r in self.db.conn.execute("""
+            SELECT a.question_id FROM attempts a JOIN questions q ON q.id = a.question_id
+            WHERE a.run_id = ? AND a.probe = 'realized' AND a.attempt = 0 AND a.correct = 1
+            ORDER BY q.idx""", (run_id,))]
+
     # -- failure sets, MLP scan, explorations ------------------------------------------------------
 
     def failure_sets(self, run_id: int) -> list[dict]:

@@ -256,6 +256,7 @@ def test_question_status_matches_hand_computed_numbers(store, run):
     assert summary["routes"]["n_attempts"] == 12 and summary["sample"]["n_correct"] == 4
     assert store.failure_candidates(run_id, "sample") == [qids[1]]
     assert store.failure_candidates(run_id, "routes") == [qids[1], qids[2]]
+    assert store.realized_ids(run_id) == [qids[0]]
     runs = store.list_runs()
     assert (runs[0]["n_attempts"], runs[0]["n_realized_done"], runs[0]["n_realized"]) == (32, 4, 1)
     assert store.done_keys(run_id, "realized") == {(q, "realized", 0) for q in qids}
