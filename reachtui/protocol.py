@@ -1,0 +1,377 @@
+"""The protocol: everything that decides an audit's outcomes, frozen, validated and hashed.
+
+Two runs are comparable only when their protocols hash the same, so the hash covers every field that can
+change an attempt (prompt, answer format, stop strings, decoding, probes with budgets/temperatures, route
+sampler, MCTS, seed) and nothing that cannot (the model, the store path). The hash is sha256 over canonical
+JSON of `to_dict()` (sorted keys, no spaces, floats as Python's shortest round-trip repr), first 12 hex.
+Values are coerced on construction (a temperature of 1 is 1.0, probes are put in canonical order) so that
+equal protocols written differently hash the same.
+
+Prompt rendering (`render_prompt`), decided here:
+- plain: `template` with `{question}` replaced (only that placeholder; other braces are literal, LaTeX is
+  safe). Few-shot examples come first, each rendered with the same template followed by its answer
+  (joined by one space unless the answer starts with whitespace), examples and question separated by a
+  blank line. A `system` text, if any, opens the prompt, followed by a blank line.
+- chat: the tokenizer's own chat template (`apply_chat_template(..., add_generation_prompt=True,
+  enable_thinking=False)`; templates that know no `enable_thinking` ignore it). Messages: the system
+  prompt, few-shot pairs as earlier user/assistant turns, then the question; each user turn is `template`
+  with `{question}` replaced (default "{question}" in chat mode). The text returned already holds the
+  template's special tokens (BOS and all): tokenize it with `add_special_tokens=False`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from reachtui.errors import ReachError
+from reachtui.grading import FORMATS
+
+PROBE_NAMES = ("sample", "routes", "mcts", "mcts-blind")  # canonical order; "realized" always runs
+ROUTES_MODES = ("shared", "per_question")
+DEFAULT_TEMPLATE = "Question: {question}\nAnswer:"
+CHAT_TEMPLATE = "{question}"
+
+
+def _num(value: Any, name: str, kind: type) -> Any:
+    """Coerce an int/float field, refusing bools, strings and non-finite floats."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ReachError(f"protocol: {name} must be a number, not {value!r}")
+    if kind is int:
+        if isinstance(value, float) and not value.is_integer():
+            raise ReachError(f"protocol: {name} must be a whole number, not {value!r}")
+        return int(value)
+    if not math.isfinite(value):
+        raise ReachError(f"protocol: {name} must be finite, not {value!r}")
+    return float(value)
+
+
+def _coerce(obj, prefix: str) -> None:
+    """Coerce a frozen dataclass's numeric fields in place (bool/int/float by annotation)."""
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        name = f"{prefix}{f.name}"
+        if f.type in ("int", "float"):
+            object.__setattr__(obj, f.name, _num(value, name, int if f.type == "int" else float))
+        elif f.type == "bool" and not isinstance(value, bool):
+            raise ReachError(f"protocol: {name} must be true or false, not {value!r}")
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """One probe and its budget K. `temperature` defaults per probe: 1.0 for `sample`, 0.0 (greedy under
+    each route) for `routes`, `mcts` and `mcts-blind`, as the design defines them."""
+
+    name: str
+    budget: int = 16
+    temperature: float = None  # type: ignore[assignment]  # resolved in __post_init__
+    top_p: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.name not in PROBE_NAMES:
+            raise ReachError(f"protocol: unknown probe {self.name!r} (known: {', '.join(PROBE_NAMES)})")
+        if self.temperature is None:
+            object.__setattr__(self, "temperature", 1.0 if self.name == "sample" else 0.0)
+        _coerce(self, f"probe {self.name}: ")
+        if self.budget < 1:
+            raise ReachError(f"protocol: probe {self.name}: budget must be at least 1, not {self.budget}")
+        _check_decoding(self.temperature, self.top_p, f"probe {self.name}: ")
+
+
+@dataclass(frozen=True)
+class RouteSamplerParams:
+    """Random layer routes: length as a fraction of the model's layers, 1-3 skip/repeat actions on blocks
+    of up to 4 layers, a layer at most twice, first/last layers kept."""
+
+    min_frac: float = 0.6
+    max_frac: float = 1.2
+    min_actions: int = 1
+    max_actions: int = 3
+    max_block: int = 4
+    max_repeat: int = 2
+    keep_first: bool = True
+    keep_last: bool = True
+
+    def __post_init__(self) -> None:
+        _coerce(self, "route_sampler.")
+        if not 0 < self.min_frac <= self.max_frac:
+            raise ReachError("protocol: route_sampler needs 0 < min_frac <= max_frac")
+        if not 1 <= self.min_actions <= self.max_actions:
+            raise ReachError("protocol: route_sampler needs 1 <= min_actions <= max_actions")
+        if self.max_block < 1 or self.max_repeat < 1:
+            raise ReachError("protocol: route_sampler.max_block and max_repeat must be at least 1")
+
+
+@dataclass(frozen=True)
+class MctsParams:
+    """UCB = mean reward - lam * len/L + c * sqrt(ln N / n); a random child with probability p_random."""
+
+    c: float = math.sqrt(2)
+    lam: float = 5.0
+    p_random: float = 0.1
+
+    def __post_init__(self) -> None:
+        _coerce(self, "mcts.")
+        if self.c < 0 or self.lam < 0:
+            raise ReachError("protocol: mcts.c and mcts.lam must be >= 0")
+        if not 0 <= self.p_random <= 1:
+            raise ReachError(f"protocol: mcts.p_random must be in [0, 1], not {self.p_random}")
+
+
+def _check_decoding(temperature: float, top_p: float, where: str) -> None:
+    if temperature < 0:
+        raise ReachError(f"protocol: {where}temperature must be >= 0, not {temperature}")
+    if not 0 < top_p <= 1:
+        raise ReachError(f"protocol: {where}top_p must be in (0, 1], not {top_p}")
+
+
+def _default_probes() -> tuple[ProbeSpec, ...]:
+    return (ProbeSpec("sample"), ProbeSpec("routes"))
+
+
+@dataclass(frozen=True)
+class Protocol:
+    template: str = DEFAULT_TEMPLATE  # plain template; {question}
+    chat: bool = False
+    system: str | None = None
+    fewshot: tuple[tuple[str, str], ...] = ()
+    answer_format: str = "number"
+    choices: int | None = None  # number of options m for answer_format "choice" (chance baseline)
+    stop: tuple[str, ...] = ("\n",)
+    max_new_tokens: int = 48
+    temperature: float = 0.0  # default (deployment) decoding: greedy
+    top_p: float = 1.0
+    probes: tuple[ProbeSpec, ...] = field(default_factory=_default_probes)
+    routes_mode: str = "shared"  # "shared" pool of K routes | "per_question"
+    route_sampler: RouteSamplerParams = field(default_factory=RouteSamplerParams)
+    mcts: MctsParams = field(default_factory=MctsParams)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen)
+        _coerce(self, "")
+        if not isinstance(self.template, str) or (not self.chat and "{question}" not in self.template):
+            raise ReachError("protocol: template must contain {question} (unless chat = true)")
+        if self.system is not None and not isinstance(self.system, str):
+            raise ReachError("protocol: system must be text")
+        try:
+            set_("fewshot", tuple((str(q), str(a)) for q, a in self.fewshot))
+        except (TypeError, ValueError):
+            raise ReachError("protocol: fewshot must be a list of [question, answer] pairs") from None
+        if isinstance(self.stop, str) or not all(isinstance(s, str) and s for s in self.stop):
+            raise ReachError("protocol: stop must be a list of non-empty strings")
+        set_("stop", tuple(self.stop))
+        if self.answer_format not in FORMATS:
+            raise ReachError(f"protocol: unknown answer_format {self.answer_format!r} (known: {', '.join(FORMATS)})")
+        if self.choices is not None:
+            set_("choices", _num(self.choices, "choices", int))
+            if self.answer_format != "choice" or not 2 <= self.choices <= 26:
+                raise ReachError("protocol: choices (2-26 options) only goes with answer_format = 'choice'")
+        if self.max_new_tokens < 1:
+            raise ReachError(f"protocol: max_new_tokens must be at least 1, not {self.max_new_tokens}")
+        _check_decoding(self.temperature, self.top_p, "")
+        if self.seed < 0:
+            raise ReachError(f"protocol: seed must be >= 0, not {self.seed}")
+        if self.routes_mode not in ROUTES_MODES:
+            known = ", ".join(ROUTES_MODES)
+            raise ReachError(f"protocol: routes_mode must be one of {known}, not {self.routes_mode!r}")
+        probes = tuple(self.probes)
+        if not all(isinstance(p, ProbeSpec) for p in probes):
+            raise ReachError("protocol: probes must be ProbeSpec values")
+        names = [p.name for p in probes]
+        if len(set(names)) != len(names):
+            raise ReachError(f"protocol: a probe is listed twice in {', '.join(names)}")
+        set_("probes", tuple(sorted(probes, key=lambda p: PROBE_NAMES.index(p.name))))
+
+    # ------------------------------------------------------------------------------------ dict/hash
+
+    def to_dict(self) -> dict:
+        """Plain JSON/TOML-ready values (tuples become lists); `from_dict(to_dict())` == self."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["fewshot"] = [list(pair) for pair in self.fewshot]
+        d["stop"] = list(self.stop)
+        d["probes"] = [{f.name: getattr(p, f.name) for f in fields(p)} for p in self.probes]
+        d["route_sampler"] = {f.name: getattr(self.route_sampler, f.name) for f in fields(RouteSamplerParams)}
+        d["mcts"] = {f.name: getattr(self.mcts, f.name) for f in fields(MctsParams)}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Protocol:
+        """Build from `to_dict()`-shaped data (missing keys take defaults; unknown keys are errors)."""
+        if not isinstance(d, dict):
+            raise ReachError("protocol: expected a table of settings")
+        d = dict(d)
+        _known(d, cls, "")
+        if d.get("chat") is True and "template" not in d:
+            d["template"] = CHAT_TEMPLATE
+        if "fewshot" in d:
+            d["fewshot"] = _fewshot(d["fewshot"])
+        if "stop" in d:
+            d["stop"] = [d["stop"]] if isinstance(d["stop"], str) else d["stop"]
+            if not isinstance(d["stop"], (list, tuple)):
+                raise ReachError("protocol: stop must be a list of strings")
+        if "probes" in d:
+            if not isinstance(d["probes"], (list, tuple)):
+                raise ReachError("protocol: probes must be a list of tables")
+            d["probes"] = tuple(_sub(ProbeSpec, p, "probes") for p in d["probes"])
+        for key, kind in (("route_sampler", RouteSamplerParams), ("mcts", MctsParams)):
+            if key in d:
+                d[key] = _sub(kind, d[key], key)
+        return cls(**d)
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+    def hash(self) -> str:
+        """12 hex chars identifying the outcome-relevant settings; equal hashes = comparable runs."""
+        return hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()[:12]
+
+    def probe(self, name: str) -> ProbeSpec | None:
+        return next((p for p in self.probes if p.name == name), None)
+
+    # ------------------------------------------------------------------------------------ prompts
+
+    def render_prompt(self, question: str, tokenizer=None) -> str:
+        """The text the model is given for `question` (see the module docstring for the layout)."""
+        fill = lambda q: self.template.replace("{question}", q)  # noqa: E731
+        if not self.chat:
+            parts = [self.system] if self.system else []
+            for q, a in self.fewshot:
+                parts.append(fill(q) + ("" if a[:1].isspace() else " ") + a)
+            parts.append(fill(question))
+            return "\n\n".join(parts)
+        if tokenizer is None:
+            raise ReachError("protocol: chat = true needs the model's tokenizer to render prompts")
+        if not getattr(tokenizer, "chat_template", None):
+            raise ReachError("protocol: chat = true but the tokenizer has no chat template; use a plain template")
+        messages = [{"role": "system", "content": self.system}] if self.system else []
+        for q, a in self.fewshot:
+            messages += [{"role": "user", "content": fill(q)}, {"role": "assistant", "content": a}]
+        messages.append({"role": "user", "content": fill(question)})
+        try:
+            return tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=True, enable_thinking=False
+            )
+        except Exception as exc:  # jinja TemplateError ("System role not supported", ...)
+            raise ReachError(f"protocol: the chat template refused the prompt: {str(exc).splitlines()[0]}") from None
+
+
+def _known(d: dict, kind: type, where: str) -> None:
+    names = {f.name for f in fields(kind)}
+    for key in d:
+        if key not in names:
+            raise ReachError(f"protocol: unknown key {where}{key!r} (known: {', '.join(sorted(names))})")
+
+
+def _sub(kind: type, d: Any, where: str):
+    if isinstance(d, kind):
+        return d
+    if not isinstance(d, dict):
+        raise ReachError(f"protocol: {where} must be a table")
+    _known(d, kind, f"{where}.")
+    return kind(**d)
+
+
+def _fewshot(raw: Any) -> tuple[tuple[str, str], ...]:
+    """Few-shot examples as [question, answer] pairs or {question = ..., answer = ...} tables."""
+    if not isinstance(raw, (list, tuple)):
+        raise ReachError("protocol: fewshot must be a list of [question, answer] pairs")
+    out = []
+    for item in raw:
+        if isinstance(item, dict) and set(item) == {"question", "answer"}:
+            item = (item["question"], item["answer"])
+        if not (isinstance(item, (list, tuple)) and len(item) == 2 and all(isinstance(x, str) for x in item)):
+            raise ReachError("protocol: each fewshot example must be [question, answer] (two strings)")
+        out.append(tuple(item))
+    return tuple(out)
+
+
+def load_protocol_file(path) -> Protocol:
+    """A protocol from TOML with `to_dict()`'s keys: top-level settings, `[route_sampler]`, `[mcts]`,
+    `[[probes]]` tables, `fewshot = [["q", "a"], ...]` (or `[[fewshot]]` with question/answer)."""
+    p = Path(path).expanduser()
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ReachError(f"{path}: no such protocol file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReachError(f"{path}: cannot read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ReachError(f"{path}: not valid TOML: {exc}") from None
+    try:
+        return Protocol.from_dict(data)
+    except ReachError as exc:
+        raise ReachError(f"{path}: {str(exc).removeprefix('protocol: ')}") from None
+    except TypeError as exc:
+        raise ReachError(f"{path}: {exc}") from None
+
+
+def protocol_to_toml(protocol: Protocol) -> str:
+    """TOML text that `load_protocol_file` reads back to the same protocol (for `--protocol` files)."""
+
+    def value(v) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return repr(v)
+        if isinstance(v, str):
+            return json.dumps(v, ensure_ascii=False)
+        return "[" + ", ".join(value(x) for x in v) + "]"
+
+    d = protocol.to_dict()
+    tables = ("probes", "route_sampler", "mcts")
+    lines = [f"{k} = {value(v)}" for k, v in d.items() if k not in tables and v is not None]
+    for table in ("route_sampler", "mcts"):
+        lines += ["", f"[{table}]"] + [f"{k} = {value(v)}" for k, v in d[table].items()]
+    for probe in d["probes"]:
+        lines += ["", "[[probes]]"] + [f"{k} = {value(v)}" for k, v in probe.items()]
+    if not d["probes"]:
+        lines.insert(0, "probes = []")
+    return "\n".join(lines) + "\n"
+
+
+def protocol_from_options(
+    base: Protocol,
+    *,
+    probes: str | list[str] | tuple[str, ...] | None = None,
+    budget: int | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    max_new_tokens: int | None = None,
+    answer_format: str | None = None,
+    routes_mode: str | None = None,
+    chat: bool | None = None,
+    system: str | None = None,
+    template: str | None = None,
+) -> Protocol:
+    """Apply the audit/open commands' flags to `base` (None = keep). `probes` is "realized,sample,routes"
+    ("realized" always runs, listing it is optional); a listed probe keeps its settings from `base`;
+    `budget` sets K for every probe; `temperature`/`top_p` set the `sample` probe's decoding."""
+    changes: dict[str, Any] = {}
+    specs = list(base.probes)
+    if probes is not None:
+        names = [n.strip() for n in (probes.split(",") if isinstance(probes, str) else probes)]
+        names = [n for n in names if n and n != "realized"]
+        unknown = [n for n in names if n not in PROBE_NAMES]
+        if unknown:
+            raise ReachError(f"unknown probe {unknown[0]!r} (known: realized, {', '.join(PROBE_NAMES)})")
+        specs = [base.probe(n) or ProbeSpec(n) for n in dict.fromkeys(names)]
+    if budget is not None:
+        specs = [replace(p, budget=budget) for p in specs]
+    for key, v in (("temperature", temperature), ("top_p", top_p)):
+        if v is not None:
+            specs = [replace(p, **{key: v}) if p.name == "sample" else p for p in specs]
+    changes["probes"] = tuple(specs)
+    for key, v in (("seed", seed), ("max_new_tokens", max_new_tokens), ("answer_format", answer_format),
+                   ("routes_mode", routes_mode), ("chat", chat), ("system", system), ("template", template)):
+        if v is not None:
+            changes[key] = v
+    if chat and template is None and base.template == DEFAULT_TEMPLATE:
+        changes["template"] = CHAT_TEMPLATE
+    return replace(base, **changes)

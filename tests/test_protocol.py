@@ -1,0 +1,235 @@
+"""The protocol: a stable hash over every outcome field, round trips, validation, prompt rendering."""
+
+import json
+import math
+from dataclasses import replace
+
+import pytest
+
+from reachtui.errors import ReachError
+from reachtui.protocol import (
+    MctsParams,
+    ProbeSpec,
+    Protocol,
+    RouteSamplerParams,
+    load_protocol_file,
+    protocol_from_options,
+    protocol_to_toml,
+)
+
+FIXED = Protocol(
+    template="Q: {question}\nA:",
+    fewshot=(("1+1?", "2"),),
+    answer_format="number",
+    stop=("\n", "Q:"),
+    max_new_tokens=64,
+    probes=(ProbeSpec("routes", budget=8), ProbeSpec("sample", budget=32, temperature=0.7, top_p=0.95)),
+    routes_mode="per_question",
+    route_sampler=RouteSamplerParams(max_actions=2),
+    mcts=MctsParams(lam=3.0),
+    seed=1234,
+)
+
+
+def test_hash_is_stable():
+    # These literals guard against accidental changes: a new hash makes every stored run incomparable.
+    # Change them only on purpose, when the protocol's meaning changes.
+    assert Protocol().hash() == "a8d7b0e50224"
+    assert FIXED.hash() == "6730cd287614"
+    assert len(FIXED.hash()) == 12 and FIXED.hash() == Protocol.from_dict(FIXED.to_dict()).hash()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        dict(template="Question: {question}\nA:"),
+        dict(system="Be brief."),
+        dict(fewshot=()),
+        dict(fewshot=(("1+1?", "3"),)),
+        dict(answer_format="math"),
+        dict(stop=("\n",)),
+        dict(max_new_tokens=65),
+        dict(temperature=0.5),
+        dict(top_p=0.9),
+        dict(probes=(ProbeSpec("routes", budget=9), ProbeSpec("sample", budget=32, temperature=0.7, top_p=0.95))),
+        dict(probes=(ProbeSpec("routes", budget=8), ProbeSpec("sample", budget=32, temperature=0.8, top_p=0.95))),
+        dict(probes=(ProbeSpec("routes", budget=8), ProbeSpec("sample", budget=32, temperature=0.7))),
+        dict(probes=(ProbeSpec("routes", budget=8),)),
+        dict(routes_mode="shared"),
+        dict(route_sampler=RouteSamplerParams(max_actions=3)),
+        dict(route_sampler=RouteSamplerParams(max_actions=2, keep_last=False)),
+        dict(mcts=MctsParams(lam=3.0, c=1.0)),
+        dict(mcts=MctsParams(lam=3.0, p_random=0.2)),
+        dict(seed=1235),
+        dict(chat=True),
+    ],
+)
+def test_hash_changes_with_every_outcome_field(change):
+    assert replace(FIXED, **change).hash() != FIXED.hash()
+
+
+def test_equal_protocols_written_differently_hash_the_same():
+    a = replace(FIXED, probes=tuple(reversed(FIXED.probes)), max_new_tokens=64.0)
+    assert a == FIXED and a.hash() == FIXED.hash()
+    assert ProbeSpec("sample", temperature=1) == ProbeSpec("sample", temperature=1.0)
+    assert isinstance(ProbeSpec("sample", temperature=1).temperature, float)
+
+
+def test_probe_temperature_defaults():
+    assert ProbeSpec("sample").temperature == 1.0
+    assert ProbeSpec("routes").temperature == 0.0 and ProbeSpec("mcts").temperature == 0.0
+
+
+def test_dict_round_trip_is_json_ready():
+    d = FIXED.to_dict()
+    assert Protocol.from_dict(json.loads(json.dumps(d))) == FIXED
+    assert Protocol.from_dict({}) == Protocol()
+    assert d["mcts"] == {"c": math.sqrt(2), "lam": 3.0, "p_random": 0.1}
+
+
+def test_toml_round_trip(tmp_path):
+    for p in (FIXED, Protocol(), replace(FIXED, probes=(), system='say "hi"\tnow'), Protocol(chat=True)):
+        path = tmp_path / "p.toml"
+        path.write_text(protocol_to_toml(p))
+        assert load_protocol_file(path) == p
+
+
+def test_toml_written_by_hand(tmp_path):
+    path = tmp_path / "p.toml"
+    path.write_text(
+        'chat = true\nsystem = "Reason, then answer."\nanswer_format = "choice"\nchoices = 4\nseed = 3\n'
+        '[[fewshot]]\nquestion = "2+2?"\nanswer = "4"\n'
+        '[mcts]\nlam = 2\n[[probes]]\nname = "mcts"\nbudget = 4\n'
+    )
+    p = load_protocol_file(path)
+    assert p.template == "{question}" and p.fewshot == (("2+2?", "4"),) and p.choices == 4
+    assert p.mcts == MctsParams(lam=2.0) and p.probes == (ProbeSpec("mcts", budget=4),)
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("bogus = 1\n", r"p\.toml: unknown key 'bogus'"),
+        ("[mcts]\ngamma = 1\n", r"p\.toml: unknown key mcts\.'gamma'"),
+        ("[[probes]]\nname = 'sample'\nk = 3\n", r"p\.toml: unknown key probes\.'k'"),
+        ("max_new_tokens = \n", r"p\.toml: not valid TOML"),
+        ("[[probes]]\nname = 'beam'\n", r"p\.toml: unknown probe 'beam'"),
+        ("temperature = 'hot'\n", r"p\.toml: temperature must be a number"),
+    ],
+)
+def test_protocol_file_errors(tmp_path, text, message):
+    path = tmp_path / "p.toml"
+    path.write_text(text)
+    with pytest.raises(ReachError, match=message) as exc:
+        load_protocol_file(path)
+    assert "\n" not in str(exc.value)
+
+
+def test_missing_protocol_file(tmp_path):
+    with pytest.raises(ReachError, match="no such protocol file"):
+        load_protocol_file(tmp_path / "none.toml")
+
+
+def test_unknown_key_in_dict_is_named():
+    with pytest.raises(ReachError, match="unknown key 'budget'"):
+        Protocol.from_dict({"budget": 3})
+
+
+@pytest.mark.parametrize(
+    "make,message",
+    [
+        (lambda: ProbeSpec("sample", budget=0), "budget must be at least 1"),
+        (lambda: ProbeSpec("beam"), "unknown probe 'beam'"),
+        (lambda: ProbeSpec("sample", temperature=-0.1), "temperature must be >= 0"),
+        (lambda: ProbeSpec("sample", top_p=0), r"top_p must be in \(0, 1\]"),
+        (lambda: Protocol(top_p=1.5), r"top_p must be in \(0, 1\]"),
+        (lambda: Protocol(temperature=-1), "temperature must be >= 0"),
+        (lambda: Protocol(temperature=float("nan")), "must be finite"),
+        (lambda: Protocol(template="Q:"), r"template must contain \{question\}"),
+        (lambda: Protocol(answer_format="roman"), "unknown answer_format 'roman'"),
+        (lambda: Protocol(max_new_tokens=0), "max_new_tokens must be at least 1"),
+        (lambda: Protocol(max_new_tokens=2.5), "must be a whole number"),
+        (lambda: Protocol(routes_mode="each"), "routes_mode must be one of shared, per_question"),
+        (lambda: Protocol(probes=(ProbeSpec("sample"), ProbeSpec("sample"))), "listed twice"),
+        (lambda: Protocol(choices=4), "only goes with answer_format = 'choice'"),
+        (lambda: Protocol(stop=("",)), "stop must be a list of non-empty strings"),
+        (lambda: Protocol(seed=-1), "seed must be >= 0"),
+        (lambda: Protocol(chat="yes"), "chat must be true or false"),
+        (lambda: RouteSamplerParams(min_frac=1.5, max_frac=1.2), "min_frac <= max_frac"),
+        (lambda: MctsParams(p_random=2), r"p_random must be in \[0, 1\]"),
+    ],
+)
+def test_validation(make, message):
+    with pytest.raises(ReachError, match=message) as exc:
+        make()
+    assert "\n" not in str(exc.value)
+
+
+def test_chat_template_may_omit_question_placeholder():
+    assert Protocol(chat=True, template="Solve it.").template == "Solve it."
+
+
+def test_render_plain_and_fewshot():
+    assert Protocol().render_prompt("What is {2}+3?") == "Question: What is {2}+3?\nAnswer:"
+    p = Protocol(fewshot=(("1+1?", "#### 2"), ("2+5?", "\n#### 7")), system="Solve.")
+    assert p.render_prompt("3+3?") == (
+        "Solve.\n\nQuestion: 1+1?\nAnswer: #### 2\n\nQuestion: 2+5?\nAnswer:\n#### 7\n\nQuestion: 3+3?\nAnswer:"
+    )
+
+
+def test_options_apply_cli_flags():
+    base = Protocol(probes=(ProbeSpec("sample", budget=4, temperature=0.5),))
+    p = protocol_from_options(base, probes="realized, routes,sample", budget=8, temperature=0.9, seed=5,
+                              max_new_tokens=20)
+    assert p.probes == (ProbeSpec("sample", budget=8, temperature=0.9), ProbeSpec("routes", budget=8))
+    assert (p.seed, p.max_new_tokens) == (5, 20)
+    assert protocol_from_options(base, probes="realized").probes == ()
+    assert protocol_from_options(base) == base
+    p = protocol_from_options(base, probes=["mcts"])
+    assert p.probes == (ProbeSpec("mcts"),)
+    assert protocol_from_options(Protocol(), chat=True).template == "{question}"
+    with pytest.raises(ReachError, match="unknown probe 'beam'"):
+        protocol_from_options(base, probes="sample,beam")
+    with pytest.raises(ReachError, match="budget must be at least 1"):
+        protocol_from_options(base, budget=0)
+
+
+# ---------------------------------------------------------------------------------------- chat
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>"
+    "{% if enable_thinking is defined and not enable_thinking %}<think></think>{% endif %}{% endif %}"
+)
+NO_SYSTEM_TEMPLATE = (
+    "{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
+    "{% endif %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}"
+)
+
+
+def _tokenizer(chat_template):
+    pytest.importorskip("transformers")
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from transformers import PreTrainedTokenizerFast
+
+    tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(WordLevel({"[UNK]": 0}, unk_token="[UNK]")))
+    tok.chat_template = chat_template
+    return tok
+
+
+def test_render_chat_with_system_fewshot_and_thinking_off():
+    tok = _tokenizer(CHAT_TEMPLATE)
+    p = Protocol(chat=True, template="{question}", system="Be brief.", fewshot=(("1+1?", "2"),))
+    assert p.render_prompt("2+2?", tok) == (
+        "<|system|>Be brief.\n<|user|>1+1?\n<|assistant|>2\n<|user|>2+2?\n<|assistant|><think></think>"
+    )
+
+
+def test_chat_errors_are_one_line():
+    with pytest.raises(ReachError, match="needs the model's tokenizer"):
+        Protocol(chat=True).render_prompt("q")
+    with pytest.raises(ReachError, match="has no chat template"):
+        Protocol(chat=True).render_prompt("q", _tokenizer(None))
+    with pytest.raises(ReachError, match="System role not supported"):
+        Protocol(chat=True, system="s").render_prompt("q", _tokenizer(NO_SYSTEM_TEMPLATE))
