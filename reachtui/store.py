@@ -2,7 +2,10 @@
 
 Open it with `Store(path)` (writer: creates, migrates, WAL) or `Store(path, readonly=True)` (reader: a
 `mode=ro` URI, never creates or migrates). One `Store` per thread (sqlite3 connections are per thread);
-a reader and a writer on the same file work side by side (WAL, busy_timeout 5 s).
+a reader and a writer on the same file work side by side (WAL, busy_timeout 5 s). For SQL of your own
+use `store.conn` (the plain sqlite3 connection); `store.db` is its sqlite-utils view, made on first use so
+that a reader's start-up never pays for importing sqlite-utils. Several writes in one transaction:
+`with store.transaction(): ...` (every write method is its own transaction otherwise).
 
 Schema (version 1; real foreign keys, so `sqlite-utils` and datasette can follow them):
 
@@ -41,12 +44,13 @@ import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
-
-from sqlite_utils import Database
+from typing import TYPE_CHECKING, Any
 
 from reachtui.errors import ReachError
 from reachtui.store_queries import StoreQueries
+
+if TYPE_CHECKING:
+    from sqlite_utils import Database
 
 SCHEMA_VERSION = 1
 APP_NAME = "reachtui"
@@ -182,18 +186,19 @@ class Store(StoreQueries):
                 raise ReachError(f"cannot create the folder for audit store {self.path}: "
                                  f"{exc.strerror or exc}") from None
         conn = None
+        self._db: Database | None = None
         try:
             if readonly:
                 conn = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True,
                                        timeout=BUSY_TIMEOUT_MS / 1000)
             else:
                 conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000)
-            self.db = Database(conn, execute_plugins=False)
-            self.db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            self.db.execute("PRAGMA foreign_keys = ON")
+            self.conn = conn
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA foreign_keys = ON")
             if not readonly:
                 self.db.enable_wal()
-                self.db.execute("PRAGMA synchronous = NORMAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
             self._check_and_migrate()
         except ReachError:
             if conn is not None:
@@ -204,17 +209,27 @@ class Store(StoreQueries):
                 conn.close()
             raise ReachError(f"cannot open audit store {self.path}: {exc}") from None
 
+    @property
+    def db(self) -> Database:
+        """The sqlite-utils view of the connection (made on first use: a read-only store that only runs
+        the read queries never imports sqlite-utils)."""
+        if self._db is None:
+            from sqlite_utils import Database
+
+            self._db = Database(self.conn, execute_plugins=False)
+        return self._db
+
     # -- opening -------------------------------------------------------------------------------------
 
     def _schema_version(self) -> int:
         """0 for an empty database; ReachError for an SQLite file that is not a reachtui store."""
-        names = {r[0] for r in self.db.execute(
+        names = {r[0] for r in self.conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}
         if not names:
             return 0
         if "meta" not in names:
             raise ReachError(f"{self.path} is an SQLite database but not a reachtui store")
-        meta = dict(self.db.execute("SELECT key, value FROM meta").fetchall())
+        meta = dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
         if meta.get("app") != APP_NAME or "schema_version" not in meta:
             raise ReachError(f"{self.path} is an SQLite database but not a reachtui store")
         try:
@@ -234,7 +249,7 @@ class Store(StoreQueries):
                 raise ReachError(f"no audit store at {self.path} (the file is empty)")
             raise ReachError(f"the audit store {self.path} has schema version {version}; open it once "
                              f"for writing to migrate it to version {SCHEMA_VERSION}")
-        conn = self.db.conn
+        conn = self.conn
         conn.execute("BEGIN IMMEDIATE")  # one writer migrates; others wait, then see the new version
         try:
             version = self._schema_version()
@@ -249,7 +264,7 @@ class Store(StoreQueries):
             raise
 
     def close(self) -> None:
-        self.db.close()
+        self.conn.close()
 
     def __enter__(self) -> Store:
         return self
@@ -267,7 +282,7 @@ class Store(StoreQueries):
         inside `with store.transaction():` commit together or not at all."""
         if self.readonly:
             raise ReachError(f"the audit store {self.path} is open read-only")
-        conn = self.db.conn
+        conn = self.conn
         if conn.in_transaction:
             with self.db.atomic():
                 yield self
@@ -311,7 +326,7 @@ class Store(StoreQueries):
             self.db.execute("INSERT OR IGNORE INTO tasks (name, path, sha256, n_questions) VALUES (?, ?, ?, ?)",
                             (task.name, str(task.path), task.sha256, len(questions)))
             task_id = self.db.execute("SELECT id FROM tasks WHERE sha256 = ?", (task.sha256,)).fetchone()[0]
-            self.db.conn.executemany(
+            self.conn.executemany(
                 "INSERT OR IGNORE INTO questions (task_id, qid, idx, question, gold, solution) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 ((task_id, str(q.id), i, q.question, str(q.answer), getattr(q, "solution", None))
@@ -355,7 +370,7 @@ class Store(StoreQueries):
             self._add_run_questions(run_id, question_ids)
 
     def _add_run_questions(self, run_id: int, question_ids: Iterable[int]) -> None:
-        self.db.conn.executemany("INSERT OR IGNORE INTO run_questions (run_id, question_id) VALUES (?, ?)",
+        self.conn.executemany("INSERT OR IGNORE INTO run_questions (run_id, question_id) VALUES (?, ?)",
                                  ((run_id, int(q)) for q in question_ids))
         self.db.execute(f"UPDATE runs SET n_questions = (SELECT count(*) FROM run_questions WHERE run_id = ?), "
                         f"updated_at = {NOW} WHERE id = ?", (run_id, run_id))
@@ -397,7 +412,7 @@ class Store(StoreQueries):
         cols = ", ".join(("run_id",) + ATTEMPT_COLUMNS)
         marks = ", ".join("?" * (len(ATTEMPT_COLUMNS) + 1))
         with self._write():
-            cur = self.db.conn.executemany(f"INSERT OR IGNORE INTO attempts ({cols}) VALUES ({marks})", values)
+            cur = self.conn.executemany(f"INSERT OR IGNORE INTO attempts ({cols}) VALUES ({marks})", values)
             inserted = cur.rowcount
             if inserted:
                 self.db.execute(f"UPDATE runs SET updated_at = {NOW} WHERE id = ?", (run_id,))
@@ -421,7 +436,7 @@ class Store(StoreQueries):
             set_id = self.db.execute(
                 "INSERT INTO failure_sets (run_id, name, probe, protocol_hash, size) VALUES (?, ?, ?, ?, ?)",
                 (run_id, name, probe, run[0], len(ids))).lastrowid
-            self.db.conn.executemany("INSERT INTO failure_set_members (set_id, question_id) VALUES (?, ?)",
+            self.conn.executemany("INSERT INTO failure_set_members (set_id, question_id) VALUES (?, ?)",
                                      ((set_id, q) for q in ids))
         return set_id
 
@@ -436,7 +451,7 @@ class Store(StoreQueries):
             values.append((run_id, int(r["set_id"]), int(r["layer"]), fn, int(r["repaired"]), rn,
                            int(r["broken"]), repair, brk))
         with self._write():
-            self.db.conn.executemany(
+            self.conn.executemany(
                 "INSERT INTO mlp_scan (run_id, set_id, layer, failure_n, repaired, realized_n, broken, "
                 "repair_rate, break_rate) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT(run_id, set_id, layer) DO UPDATE SET failure_n = excluded.failure_n, "

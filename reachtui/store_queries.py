@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Any
 from reachtui.errors import ReachError
 
 if TYPE_CHECKING:
+    import sqlite3
     from pathlib import Path
-
-    from sqlite_utils import Database
 
 _PROBE_ORDER = {"realized": 0, "sample": 1, "routes": 2, "mcts": 3, "mcts-blind": 4}
 
@@ -52,13 +51,14 @@ _RUN_COLUMNS = """r.id, r.model_id, r.task_id, m.name AS model, t.name AS task, 
 
 
 class StoreQueries:
-    """Read side of `Store` (needs `self.db: sqlite_utils.Database` and `self.path`)."""
+    """Read side of `Store` (needs `self.conn: sqlite3.Connection` and `self.path`). Uses the plain
+    connection, so a read-only store never imports sqlite-utils (a quarter second of start-up)."""
 
-    db: Database
+    conn: sqlite3.Connection
     path: Path
 
     def _rows(self, sql: str, params: Any = ()) -> list[dict]:
-        cur = self.db.conn.execute(sql, params)
+        cur = self.conn.execute(sql, params)
         keys = [d[0] for d in cur.description]
         return [dict(zip(keys, row)) for row in cur]
 
@@ -93,7 +93,7 @@ class StoreQueries:
 
     def latest_run(self) -> dict | None:
         """The most recently created run (as `get_run`), or None for an empty store."""
-        row = self.db.conn.execute("SELECT max(id) FROM runs").fetchone()
+        row = self.conn.execute("SELECT max(id) FROM runs").fetchone()
         return None if row[0] is None else self.get_run(row[0])
 
     def find_run(self, model_id: int, task_id: int, protocol_hash: str, limit_n: int | None = None,
@@ -105,14 +105,14 @@ class StoreQueries:
         if statuses is not None:
             sql += f" AND status IN ({', '.join('?' * len(statuses))})"
             params += list(statuses)
-        row = self.db.conn.execute(sql + " ORDER BY id DESC LIMIT 1", params).fetchone()
+        row = self.conn.execute(sql + " ORDER BY id DESC LIMIT 1", params).fetchone()
         return None if row is None else self.get_run(row[0])
 
     # -- questions ---------------------------------------------------------------------------------
 
     def task_question_ids(self, task_id: int) -> dict[str, int]:
         """The task's question ids: {qid (the task's own id): question_id (the store's)}."""
-        return dict(self.db.conn.execute("SELECT qid, id FROM questions WHERE task_id = ? ORDER BY idx",
+        return dict(self.conn.execute("SELECT qid, id FROM questions WHERE task_id = ? ORDER BY idx",
                                          (task_id,)).fetchall())
 
     def run_questions(self, run_id: int) -> list[dict]:
@@ -141,12 +141,12 @@ class StoreQueries:
         if probe is not None:
             sql += " AND probe = ?"
             params.append(probe)
-        return set(self.db.conn.execute(sql, params).fetchall())
+        return set(self.conn.execute(sql, params).fetchall())
 
     def probe_names(self, run_id: int) -> list[str]:
         """The probes that have attempts in the run, in display order (see `probe_sort_key`)."""
         # A loose index scan: one index seek per distinct probe instead of a pass over all attempts.
-        rows = self.db.conn.execute("""
+        rows = self.conn.execute("""
             WITH RECURSIVE p(probe) AS (
               SELECT min(probe) FROM attempts WHERE run_id = :run
               UNION ALL
@@ -169,7 +169,7 @@ class StoreQueries:
         if probes is not None:
             sql = f"SELECT * FROM ({sql}) WHERE probe IN ({', '.join('?' * len(probes))})"
             params += list(probes)
-        cur = self.db.conn.execute(sql + " ORDER BY question_id, probe", params)
+        cur = self.conn.execute(sql + " ORDER BY question_id, probe", params)
         return [{"question_id": q, "probe": p, "n": n, "n_correct": c, "first_hit": f,
                  "reachable": c > 0, "realized": None if r is None else bool(r)}
                 for q, p, n, c, f, r in cur]
@@ -196,7 +196,7 @@ class StoreQueries:
     def failure_candidates(self, run_id: int, probe: str) -> list[int]:
         """Question ids reachable under `probe` whose realized attempt is wrong, in task order (what
         `create_failure_set(run_id, f"failure:{probe}", probe, ...)` freezes)."""
-        return [r[0] for r in self.db.conn.execute("""
+        return [r[0] for r in self.conn.execute("""
             SELECT a.question_id FROM attempts a
             JOIN attempts r ON r.run_id = a.run_id AND r.question_id = a.question_id
                             AND r.probe = 'realized' AND r.attempt = 0 AND r.correct = 0
@@ -207,7 +207,7 @@ class StoreQueries:
     def realized_ids(self, run_id: int) -> list[int]:
         """Question ids whose realized attempt is correct (the realized set an MLP scan breaks), in task
         order."""
-        return [r[0] for r in self.db.conn.execute("""
+        return [r[0] for r in self.conn.execute("""
             SELECT a.question_id FROM attempts a JOIN questions q ON q.id = a.question_id
             WHERE a.run_id = ? AND a.probe = 'realized' AND a.attempt = 0 AND a.correct = 1
             ORDER BY q.idx""", (run_id,))]
@@ -223,7 +223,7 @@ class StoreQueries:
 
     def failure_set_members(self, set_id: int) -> list[int]:
         """Question ids of a frozen set, in task order."""
-        return [r[0] for r in self.db.conn.execute("""
+        return [r[0] for r in self.conn.execute("""
             SELECT m.question_id FROM failure_set_members m JOIN questions q ON q.id = m.question_id
             WHERE m.set_id = ? ORDER BY q.idx""", (set_id,))]
 
@@ -254,7 +254,7 @@ class StoreQueries:
         match = fts_query(text, prefix=prefix)
         if match is None:
             return []
-        return [r[0] for r in self.db.conn.execute("""
+        return [r[0] for r in self.conn.execute("""
             SELECT q.id FROM run_questions rq JOIN questions q ON q.id = rq.question_id
             WHERE rq.run_id = :run AND (
               q.qid = :text

@@ -371,3 +371,20 @@ def test_unusable_paths_fail_in_one_line(tmp_path):
     assert "cannot create the folder" in _one_line_error(lambda: Store(afile / "sub" / "audit.sqlite"))
     assert "directory" in _one_line_error(lambda: Store(tmp_path))
     assert "empty" in _one_line_error(lambda: Store(afile, readonly=True))
+
+
+def test_a_reader_does_not_import_sqlite_utils_or_heavy_libraries(tmp_path, run):
+    import subprocess
+    import sys
+
+    path = tmp_path / "s" / "audit.sqlite"
+    code = (
+        "import sys\n"
+        "from reachtui.store import Store\n"
+        f"s = Store({str(path)!r}, readonly=True)\n"
+        "r = s.latest_run()['id']\n"
+        "s.run_questions(r); s.question_status(r); s.probe_summary(r); s.search(r, 'apples')\n"
+        "print(sorted(m for m in ('sqlite_utils', 'torch', 'transformers', 'textual') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

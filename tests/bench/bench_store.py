@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -127,6 +128,20 @@ def main() -> None:
     timed("search '12+34' (outputs)", lambda: ro.search(run_id, "12+34"))
     timed("done_keys (resume)", lambda: ro.done_keys(run_id), repeat=1)
     ro.close()
+
+    # A fresh process, as `reachtui open --store` starts: import the store module, open, first-paint reads.
+    code = (
+        "import time, sys; t0 = time.perf_counter()\n"
+        "from reachtui.store import Store\n"
+        "t1 = time.perf_counter()\n"
+        f"s = Store({str(path)!r}, readonly=True); r = s.latest_run()['id']\n"
+        "s.run_questions(r); s.question_status(r); s.probe_summary(r)\n"
+        "t2 = time.perf_counter()\n"
+        "print(f'{(t1 - t0) * 1000:.1f} {(t2 - t1) * 1000:.1f}', 'torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2]).stdout.split()
+    print(f"  fresh process: import reachtui.store {out[0]} ms + open and first-paint reads {out[1]} ms "
+          f"(torch imported: {out[2]})")
 
 
 if __name__ == "__main__":
