@@ -64,7 +64,7 @@ _FULL_NUM_RE = re.compile(
 _HASH_RE = re.compile(r"####")
 _ANSWER_IS_RE = re.compile(r"the\s+(?:final\s+)?answer\s+is\b\s*:?", re.IGNORECASE)
 _ANSWER_COLON_RE = re.compile(r"(?<!\w)(?:(?i:answer)|A)\s*:")
-_BOXED_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_BRACE_RE = re.compile(r"\\(?:boxed|fbox)\s*\{|[{}]")
 _LATEX_FRAC_RE = re.compile(r"\\[dt]?frac\s*\{\s*([^{}]+?)\s*\}\s*\{\s*([^{}]+?)\s*\}")
 _LATEX_TEXT_RE = re.compile(r"\\(?:text|textbf|mathrm|mbox)\s*\{([^{}]*)\}")
 _LETTER_RE = re.compile(r"^\W*\(?\s*([A-Z])\s*\)?(?![A-Za-z])")
@@ -119,17 +119,13 @@ def normalize_number(s: str) -> str | None:
     if m["sign"] and m["sign2"]:
         return None
     num = m["num"].replace(",", "").rstrip(".")
-    try:
-        value = Fraction(num)
-        if m["den"] is not None:
-            if int(m["den"]) == 0:
-                return None
-            value /= int(m["den"])
+    try:  # ValueError also covers Python's limit on very long integer strings
+        value = Fraction(num) / int(m["den"] or 1)
+        if (m["sign"] or m["sign2"] or "") in ("-", "\u2212"):
+            value = -value
+        return _canonical(value)
     except (ValueError, ZeroDivisionError):
         return None
-    if (m["sign"] or m["sign2"] or "") in ("-", "\u2212"):
-        value = -value
-    return _canonical(value)
 
 
 def _numbers(text: str):
@@ -137,9 +133,11 @@ def _numbers(text: str):
     for m in _NUM_RE.finditer(text):
         sign = (m["sign"] or "").strip()
         if sign:
-            before = text[: m.start()].rstrip()[-1:]
-            if before and (before.isdigit() or before in ")]}%"):
-                sign = ""  # binary minus/plus: "19-5"
+            i = m.start() - 1
+            while i >= 0 and text[i].isspace():
+                i -= 1
+            if i >= 0 and (text[i].isdigit() or text[i] in ")]}%"):
+                sign = ""  # binary minus/plus: "19 - 5"
         value = normalize_number(("-" if sign in ("-", "\u2212") else "") + m["num"])
         if value is not None:
             yield value
@@ -153,21 +151,23 @@ def _first_number(text: str) -> str | None:
 
 
 def _boxed_contents(text: str) -> list[str]:
-    """Every \\boxed{...} content, braces balanced (an unclosed one is ignored)."""
-    out = []
-    for m in _BOXED_RE.finditer(text):
-        depth, i = 1, m.end()
-        while i < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        if depth == 0:
-            out.append(text[m.end() : i - 1].strip())
-    return out
+    """Every \\boxed{...} content in order, braces balanced (an unclosed one is ignored); one pass."""
+    found, stack = [], []  # stack: (content start, opened by a box?)
+    for m in _BRACE_RE.finditer(text):
+        if m.group() == "}":
+            if stack:
+                start, is_box = stack.pop()
+                if is_box:
+                    found.append((start, text[start : m.start()].strip()))
+        else:
+            stack.append((m.end(), m.group() != "{"))
+    return [content for _, content in sorted(found)]
 
 
-def _line_after(text: str, pos: int) -> str:
-    end = text.find("\n", pos)
-    return text[pos : end if end >= 0 else len(text)]
+def _line_after(text: str, pos: int, limit: int = MAX_MATH_CHARS) -> str:
+    """The rest of the line after a phrase, at most `limit` chars (keeps "#### " * 10**4 linear)."""
+    end = text.find("\n", pos, pos + limit)
+    return text[pos : end if end >= 0 else pos + limit]
 
 
 def _clean_expr(s: str) -> str:

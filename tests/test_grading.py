@@ -137,3 +137,15 @@ def test_every_gsm8k_gold_parses_and_its_solution_grades_correct():
         assert normalize_number(q.answer) == q.answer.lstrip("+"), q.id  # plain integers, commas gone
         g = grade(q.solution, q.answer)
         assert g == Grade(answer=normalize_number(q.answer), rule="hash", correct=True), q.id
+
+
+def test_degenerate_outputs_grade_quickly():
+    import time
+
+    texts = [" -1" * 20000, "(" * 20000 + "\\boxed{" * 3000, "{" * 30000 + "}" * 30000, "9" * 6000]
+    texts += [phrase * 5000 for phrase in ("#### ", "The answer is ", "Answer: ")]
+    start = time.perf_counter()
+    for text in texts:
+        for fmt in ("number", "choice", "exact"):
+            grade(text, "1", fmt)
+    assert time.perf_counter() - start < 3.0
