@@ -1,0 +1,79 @@
+"""A deterministic stand-in for `reachtui.model.run.Runner` (no torch), for engine tests.
+
+Questions look like "What is A + B?"; the fake "model" knows the sum but answers it correctly only
+for some (prompt, intervention, seed) combinations, decided by a hash, so probes differ in what they reach.
+Optionally it sleeps per call (to give kill tests time to land) and records its calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class FakeDecoding:
+    max_new_tokens: int = 48
+    temperature: float = 0.0
+    top_p: float = 1.0
+    stop: tuple = ()
+
+
+@dataclass
+class FakeGeneration:
+    text: str
+    token_ids: list
+    mean_logprob: float
+    new_tokens: int
+    layers_executed: int
+    compute: int
+
+
+def _h(*parts) -> int:
+    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "big")
+
+
+class FakeRunner:
+    def __init__(self, num_layers: int = 8, delay: float = 0.0):
+        self.num_layers = num_layers
+        self.tokenizer = None
+        self.delay = delay
+        self.calls: list[tuple] = []
+
+    def generate(self, prompts, *, route=None, silenced=frozenset(), decoding=FakeDecoding(), seeds=None,
+                 batch_size=64):
+        if self.delay:
+            time.sleep(self.delay)
+        layers = tuple(route.layers) if route is not None else tuple(range(self.num_layers))
+        self.calls.append((len(prompts), layers, tuple(sorted(silenced)), decoding.temperature))
+        seeds = seeds or [0] * len(prompts)
+        out = []
+        for prompt, seed in zip(prompts, seeds):
+            a, b = map(int, re.findall(r"(\d+) \+ (\d+)", prompt)[0])
+            truth = a + b
+            sampling = decoding.temperature > 0
+            key = (prompt, layers, tuple(sorted(silenced)), seed if sampling else None)
+            h = _h(*key)
+            if route is None and not silenced and not sampling:
+                ok = _h(prompt) % 3 == 0                      # realized: about a third
+            elif silenced:
+                ok = _h(prompt, tuple(sorted(silenced))) % 3 == 0
+            else:
+                ok = h % 4 == 0
+            ans = truth if ok else truth + 1 + h % 3
+            text = f" {a}+{b}={ans}. #### {ans}"
+            lp = -((h >> 8) % 1000) / 1000.0
+            out.append(FakeGeneration(text, [1] * 8, lp, 8, len(layers), len(layers) * (len(prompt) + 8)))
+        return out
+
+
+def write_task(path: Path, n: int = 12) -> Path:
+    with open(path, "w") as fh:
+        for i in range(n):
+            a, b = 3 + 7 * i % 23, 5 + 11 * i % 17
+            fh.write(json.dumps({"id": f"q{i:03d}", "question": f"What is {a} + {b}?", "answer": str(a + b)}) + "\n")
+    return path

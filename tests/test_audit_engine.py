@@ -1,0 +1,275 @@
+"""The audit engine with a fake runner: plans, batching, resume, determinism, and the summary's numbers
+recomputed from the attempts table with plain SQL."""
+
+import math
+import threading
+from dataclasses import replace
+from fractions import Fraction
+
+import pytest
+
+from fake_runner import FakeDecoding, FakeRunner, write_task
+from reachtui.audit import Audit, open_run, run_audit
+from reachtui.errors import ReachError
+from reachtui.protocol import ProbeSpec, Protocol
+from reachtui.store import Store
+from reachtui.summary import mlp_best, summarize
+from reachtui.tasks import load_task
+
+PROBES = (ProbeSpec("sample", budget=4), ProbeSpec("routes", budget=4), ProbeSpec("mcts", budget=4),
+          ProbeSpec("mcts-blind", budget=3))
+
+
+@pytest.fixture
+def task(tmp_path):
+    return load_task(str(write_task(tmp_path / "t.jsonl", 12)))
+
+
+def audit(store, task, protocol=None, runner=None, **kw):
+    protocol = protocol or Protocol(probes=PROBES, seed=3)
+    runner = runner or FakeRunner()
+    kw.setdefault("batch_size", 5)
+    return run_audit(store, runner, model_name="fake", task=task, protocol=protocol,
+                     decoding_factory=FakeDecoding, **kw)
+
+
+def _plain(rows):
+    return repr(rows)        # NaN-safe equality (nan != nan, but its repr is stable)
+
+
+def attempts_of(store, run_id):
+    return [tuple(r) for r in store.conn.execute(
+        "SELECT q.qid, probe, attempt, route, silenced, temperature, seed, text, answer, rule, correct, "
+        "mean_logprob, new_tokens, layers_executed, compute FROM attempts a JOIN questions q ON q.id = a.question_id "
+        "WHERE run_id = ? ORDER BY q.qid, probe, attempt", (run_id,))]
+
+
+def test_full_audit_rows_and_summary_match_plain_sql(tmp_path, task):
+    store = Store(tmp_path / "s.sqlite")
+    res = audit(store, task, mlp_scan="sample")
+    assert res.status == "complete" and not res.resumed
+    rid = res.run_id
+    assert store.get_run(rid)["status"] == "complete"
+    q = lambda sql, *a: store.conn.execute(sql, (rid, *a)).fetchall()  # noqa: E731
+    counts = dict(q("SELECT probe, count(*) FROM attempts WHERE run_id = ? AND probe NOT LIKE 'mlp:%' GROUP BY probe"))
+    assert counts == {"realized": 12, "sample": 48, "routes": 48, "mcts": 48, "mcts-blind": 36}
+
+    n = 12
+    realized = q("SELECT count(*) FROM attempts WHERE run_id = ? AND probe = 'realized' AND correct = 1")[0][0] / n
+    rows = {r["probe"]: r for r in summarize(store, rid)}
+    assert rows["realized"]["realized"] == pytest.approx(realized)
+    for probe in ("sample", "routes", "mcts", "mcts-blind"):
+        reach = q("SELECT count(*) FROM (SELECT question_id FROM attempts WHERE run_id = ? AND probe = ? "
+                  "GROUP BY question_id HAVING max(correct) = 1)", probe)[0][0] / n
+        assert rows[probe]["reachable"] == pytest.approx(reach), probe
+        assert rows[probe]["gap"] == pytest.approx(reach - realized)
+        # failure set = reachable and not realized, by SQL, equals the frozen set
+        fail_sql = {r[0] for r in q(
+            "SELECT a.question_id FROM attempts a WHERE a.run_id = ? AND a.probe = ? GROUP BY a.question_id "
+            "HAVING max(a.correct) = 1 AND a.question_id IN (SELECT question_id FROM attempts WHERE run_id = ?1 "
+            "AND probe = 'realized' AND correct = 0)", probe)}
+        fs = store.get_failure_set(rid, f"failure:{probe}")
+        assert set(store.failure_set_members(fs["id"])) == fail_sql
+        assert rows[probe]["failure"] == len(fail_sql)
+        # first hits (reachable@k) from SQL
+        if probe != "sample":
+            hits = dict(q("SELECT question_id, min(attempt) FROM attempts WHERE run_id = ? AND probe = ? "
+                          "AND correct = 1 GROUP BY question_id", probe))
+            K = rows[probe]["budget"]
+            assert rows[probe]["reachable_at_k"] == pytest.approx(
+                [sum(1 for h in hits.values() if h < k) / n for k in range(1, K + 1)])
+    # pass@k from SQL counts against the closed form
+    per_q = q("SELECT count(*), sum(correct) FROM attempts WHERE run_id = ? AND probe = 'sample' GROUP BY question_id")
+    for k in range(1, 5):
+        expected = sum(float(1 - Fraction(math.comb(nn - c, k), math.comb(nn, k))) for nn, c in per_q) / n
+        assert rows["sample"]["pass_at_k"][k - 1] == pytest.approx(expected)
+    # blind logprob from SQL: the max-logprob attempt's correctness (ties: earliest)
+    blind = 0
+    for (qid,) in q("SELECT DISTINCT question_id FROM attempts WHERE run_id = ? AND probe = 'routes'"):
+        blind += store.conn.execute(
+            "SELECT correct FROM attempts WHERE run_id = ? AND probe = 'routes' AND question_id = ? "
+            "ORDER BY mean_logprob DESC, attempt LIMIT 1", (rid, qid)).fetchone()[0]
+    assert rows["routes"]["blind_logprob"] == pytest.approx(blind / n)
+    # the MLP scan: every layer, on F ∪ R, with repaired/broken from the mlp:<L> rows
+    fs = store.get_failure_set(rid, "failure:sample")
+    F = set(store.failure_set_members(fs["id"]))
+    R = {r[0] for r in q("SELECT question_id FROM attempts WHERE run_id = ? AND probe = 'realized' AND correct = 1")}
+    scan = store.mlp_scan(rid)
+    assert [r["layer"] for r in scan] == list(range(8))
+    for r in scan:
+        got = dict(q("SELECT question_id, correct FROM attempts WHERE run_id = ? AND probe = ?", f"mlp:{r['layer']}"))
+        assert set(got) == F | R
+        assert r["repaired"] == sum(got[x] for x in F)
+        assert r["broken"] == sum(1 - got[x] for x in R)
+    assert F and R
+    best = mlp_best(store, rid)[0]
+    assert best["repair_rate"] == max(r["repair_rate"] for r in scan)
+    top = [r for r in scan if r["repair_rate"] == best["repair_rate"]]
+    assert best["break_rate"] == min(r["break_rate"] for r in top)
+
+
+def test_routes_shared_pool_batches_one_route_over_all_questions(tmp_path, task):
+    store = Store(tmp_path / "s.sqlite")
+    runner = FakeRunner()
+    proto = Protocol(probes=(ProbeSpec("routes", budget=4),), seed=1)
+    res = audit(store, task, proto, runner, batch_size=64)
+    routed = [c for c in runner.calls if c[1] != tuple(range(8))]
+    assert len(routed) == 4 and all(c[0] == 12 for c in routed)
+    routes = store.conn.execute("SELECT attempt, count(DISTINCT route), count(*) FROM attempts WHERE run_id = ? "
+                                   "AND probe = 'routes' GROUP BY attempt", (res.run_id,)).fetchall()
+    assert all(d == 1 and c == 12 for _, d, c in routes)
+
+
+def test_routes_per_question_mode(tmp_path, task):
+    store = Store(tmp_path / "s.sqlite")
+    proto = Protocol(probes=(ProbeSpec("routes", budget=4),), routes_mode="per_question", seed=1)
+    res = audit(store, task, proto)
+    per_q = store.conn.execute("SELECT question_id, group_concat(route, ';') FROM attempts WHERE run_id = ? "
+                                  "AND probe = 'routes' GROUP BY question_id", (res.run_id,)).fetchall()
+    assert len({r for _, r in per_q}) > 1
+
+
+def test_two_runs_same_protocol_and_seed_are_identical(tmp_path, task):
+    store = Store(tmp_path / "s.sqlite")
+    a = audit(store, task, mlp_scan="routes")
+    b = audit(store, task, mlp_scan="routes", new=True)
+    assert a.run_id != b.run_id
+    assert attempts_of(store, a.run_id) == attempts_of(store, b.run_id)
+    c = audit(store, task, Protocol(probes=PROBES, seed=4), new=True)
+    assert attempts_of(store, c.run_id) != attempts_of(store, a.run_id)
+
+
+@pytest.mark.parametrize("stop_after", [1, 4, 9, 17, 30])
+def test_cancel_then_resume_equals_uninterrupted(tmp_path, task, stop_after):
+    ref_store = Store(tmp_path / "ref.sqlite")
+    ref = audit(ref_store, task, mlp_scan="mcts")
+    store = Store(tmp_path / "s.sqlite")
+    cancel = threading.Event()
+    seen = []
+
+    def on_event(ev):
+        if ev.generated:
+            seen.append(ev)
+        if len(seen) >= stop_after:
+            cancel.set()
+
+    first = audit(store, task, mlp_scan="mcts", on_event=on_event, cancel=cancel)
+    assert first.status == "cancelled"
+    assert store.get_run(first.run_id)["status"] == "cancelled"
+    second = audit(store, task, mlp_scan="mcts")
+    assert second.resumed and second.run_id == first.run_id and second.status == "complete"
+    assert attempts_of(store, first.run_id) == attempts_of(ref_store, ref.run_id)
+    assert _plain(summarize(store, first.run_id)) == _plain(summarize(ref_store, ref.run_id))
+    got = [(r["layer"], r["repaired"], r["broken"]) for r in store.mlp_scan(first.run_id)]
+    want = [(r["layer"], r["repaired"], r["broken"]) for r in ref_store.mlp_scan(ref.run_id)]
+    assert got == want
+
+
+def test_mcts_distinct_budget_and_first_hit(tmp_path, task):
+    store = Store(tmp_path / "s.sqlite")
+    res = audit(store, task)
+    rows = store.conn.execute("SELECT question_id, count(*), count(DISTINCT route), "
+                                 "min(CASE WHEN correct = 1 THEN attempt END) FROM attempts WHERE run_id = ? "
+                                 "AND probe = 'mcts' GROUP BY question_id", (res.run_id,)).fetchall()
+    assert len(rows) == 12
+    assert all(n == 4 and d == 4 for _, n, d, _ in rows)
+    hits = {q: h for q, _, _, h in rows}
+    status = {r["question_id"]: r["first_hit"] for r in store.question_status(res.run_id, ["mcts"])}
+    assert status == hits
+    ident = ",".join(["0-7"])
+    assert not store.conn.execute("SELECT 1 FROM attempts WHERE run_id = ? AND probe LIKE 'mcts%' AND route = ?",
+                                     (res.run_id, ident)).fetchone()
+
+
+def test_mcts_resume_replays_stored_attempts(tmp_path, task):
+    """Delete the tail of some questions' MCTS attempts (as a kill would lose them) and resume."""
+    ref_store = Store(tmp_path / "ref.sqlite")
+    ref = audit(ref_store, task)
+    store = Store(tmp_path / "s.sqlite")
+    res = audit(store, task)
+    with store.transaction():
+        store.db.execute("DELETE FROM attempts WHERE run_id = ? AND probe = 'mcts' AND attempt >= 2", (res.run_id,))
+        store.db.execute("DELETE FROM failure_sets WHERE run_id = ?", (res.run_id,))
+    store.set_run_status(res.run_id, "running")
+    runner = FakeRunner()
+    again = audit(store, task, runner=runner)
+    assert again.resumed and again.generated == 12 * 2
+    assert attempts_of(store, res.run_id) == attempts_of(ref_store, ref.run_id)
+
+
+def test_mcts_replay_mismatch_is_one_clear_error(tmp_path, task):
+    store = Store(tmp_path / "s.sqlite")
+    res = audit(store, task)
+    with store.transaction():
+        store.db.execute("UPDATE attempts SET route = '0-3,5-7' WHERE run_id = ? AND probe = 'mcts' AND attempt = 0",
+                         (res.run_id,))
+    with pytest.raises(ReachError, match="do not replay"):
+        audit(store, task, run_id=res.run_id)
+
+
+def test_other_protocol_on_given_run_is_refused(tmp_path, task):
+    store = Store(tmp_path / "s.sqlite")
+    res = audit(store, task, Protocol(probes=PROBES, seed=3))
+    with pytest.raises(ReachError, match=r"differs in: seed"):
+        audit(store, task, Protocol(probes=PROBES, seed=9), run_id=res.run_id)
+    with pytest.raises(ReachError, match="limit"):
+        audit(store, task, Protocol(probes=PROBES, seed=3), run_id=res.run_id, limit=3)
+    # without --run, another protocol is simply another run
+    other = audit(store, task, Protocol(probes=PROBES, seed=9))
+    assert other.run_id != res.run_id and not other.resumed
+
+
+def test_complete_run_is_not_resumed_but_a_new_one_starts(tmp_path, task):
+    store = Store(tmp_path / "s.sqlite")
+    a = audit(store, task, limit=5)
+    b = audit(store, task, limit=5)
+    assert b.run_id != a.run_id
+    assert store.get_run(a.run_id)["n_questions"] == 5
+
+
+def test_mlp_scan_added_later_to_a_complete_run(tmp_path, task):
+    store = Store(tmp_path / "s.sqlite")
+    a = audit(store, task)
+    assert not store.mlp_scan(a.run_id)
+    runner = FakeRunner()
+    b = audit(store, task, runner=runner, run_id=a.run_id, mlp_scan="routes")
+    assert b.status == "complete" and store.mlp_scan(b.run_id)
+    assert all(c[2] for c in runner.calls)          # only silenced generations were needed
+
+
+def test_mlp_scan_needs_a_probe_of_the_run(tmp_path, task):
+    store = Store(tmp_path / "s.sqlite")
+    with pytest.raises(ReachError, match="not in this run"):
+        audit(store, task, Protocol(probes=(ProbeSpec("sample", budget=2),)), mlp_scan="routes")
+
+
+def test_progress_events_cover_every_phase(tmp_path, task):
+    store = Store(tmp_path / "s.sqlite")
+    events = []
+    audit(store, task, on_event=events.append, mlp_scan="sample")
+    phases = list(dict.fromkeys(e.phase for e in events))
+    assert phases == ["realized", "sample", "routes", "mcts", "mcts-blind", "failure_sets", "mlp_scan", "done"]
+    last = {}
+    for e in events:
+        last[e.phase] = e
+    assert last["sample"].done == last["sample"].total == 48
+    assert last["mcts"].done == last["mcts"].total == 48
+
+
+def test_failure_mid_run_marks_failed_and_resumes(tmp_path, task):
+    class Boom(FakeRunner):
+        def generate(self, prompts, **kw):
+            if len(self.calls) == 6:
+                raise RuntimeError("boom")
+            return super().generate(prompts, **kw)
+
+    store = Store(tmp_path / "s.sqlite")
+    with pytest.raises(RuntimeError):
+        audit(store, task, runner=Boom())
+    run = store.latest_run()
+    assert run["status"] == "failed"
+    again = audit(store, task)
+    assert again.run_id == run["id"] and again.status == "complete"
+    ref_store = Store(tmp_path / "ref.sqlite")
+    ref = audit(ref_store, task)
+    assert attempts_of(store, run["id"]) == attempts_of(ref_store, ref.run_id)
