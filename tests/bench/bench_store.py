@@ -48,7 +48,7 @@ def timed(label: str, fn, repeat: int = 3):
         t0 = time.perf_counter()
         result = fn()
         best = min(best, time.perf_counter() - t0)
-    size = len(result) if hasattr(result, "__len__") else result
+    size = 1 if isinstance(result, dict) else len(result) if hasattr(result, "__len__") else result
     print(f"  {label:<34} {best * 1000:8.1f} ms   ({size} rows)")
     return best
 
@@ -59,8 +59,15 @@ def main() -> None:
     ap.add_argument("--attempts", type=int, default=32, help="attempts per question, realized included")
     ap.add_argument("--keep", type=Path, help="write the store here instead of a temporary folder")
     args = ap.parse_args()
+    if args.keep:
+        run(args, args.keep)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            run(args, Path(tmp) / "bench.sqlite")
+
+
+def run(args: argparse.Namespace, path: Path) -> None:
     rng = random.Random(0)
-    path = args.keep or Path(tempfile.mkdtemp()) / "bench.sqlite"
     n, k = args.questions, args.attempts
     n_sample = (k - 1) // 2
     n_routes = k - 1 - n_sample
