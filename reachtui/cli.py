@@ -22,6 +22,8 @@ def cli() -> None:
 
 
 # Command registration: one line per command module (keep this list sorted).
+cli.add_command(__import__("reachtui.commands.compare", fromlist=["x"]).compare)
+cli.add_command(__import__("reachtui.commands.export", fromlist=["x"]).export)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,69 @@
+"""`reachtui compare RUN_A RUN_B`: a matched comparison of two runs (B against A), question by question.
+
+Reads the store only; imports no torch, transformers or textual.
+"""
+
+from __future__ import annotations
+
+import click
+
+from reachtui.commands.export import emit, open_store, pick_format
+from reachtui.errors import ReachError
+
+
+@click.command("compare")
+@click.argument("run_a", metavar="RUN_A")
+@click.argument("run_b", metavar="RUN_B")
+@click.option("--store", "store_path", metavar="PATH", default=None,
+              help="Audit store (default: $REACHTUI_STORE or ./store/reachtui.sqlite).")
+@click.option("--format", "-f", "fmt", default=None, metavar="FORMAT",
+              help="table (default), md, latex: scores and transitions for people; csv, tsv, json, "
+                   "ndjson: one wide row per probe.")
+@click.option("-o", "--output", default=None, metavar="FILE", help="Write to FILE (atomically) instead of stdout.")
+@click.option("--allow-unmatched", is_flag=True,
+              help="Compare runs whose protocol hashes differ (a loud warning; every table is marked).")
+@click.option("--list", "list_spec", default=None, metavar="TRANSITION",
+              help="Print the question ids of one transition cell: MEASURE:CELL with MEASURE realized, "
+                   "reachable (each probe) or a probe name, CELL gained, lost, kept or never; e.g. "
+                   "reachable:lost = reachable in A, not in B.")
+def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec) -> None:
+    """Compare RUN_B against RUN_A (ids, or 'latest'): per probe realized and reachable in each, their
+    deltas (B - A), the question-level transitions (gained, lost, kept, never) and exact McNemar
+    p-values. Runs must share a protocol hash; they are compared on the questions both have.
+
+    \b
+      reachtui compare 1 2
+      reachtui compare 1 2 --list reachable:lost
+      reachtui compare 1 2 --format latex -o compare.tex
+    """
+    from reachtui import tables as T
+
+    explicit = fmt is not None
+    fmt = pick_format(fmt, output, {}) if (explicit or output) else "table"
+    store = open_store(store_path)
+    try:
+        a, b = T.resolve_run(store, run_a), T.resolve_run(store, run_b)
+        comparison = T.compare_runs(store, a, b, allow_unmatched=allow_unmatched)
+    finally:
+        store.close()
+    if list_spec is not None:
+        listed = comparison.list_table(list_spec)
+        if not explicit and output is None:
+            # Plain ids, one per line (with the probe when it is not obvious): easy to pipe.
+            for w in dict.fromkeys(listed.warnings):
+                click.secho(f"WARNING: {w}", err=True, fg="red", bold=True)
+            for n in listed.notes:
+                click.echo(f"note: {n}", err=True)
+            click.echo(listed.title, err=True)
+            probes = {p for _m, p, _q in listed.rows}
+            for _m, p, q in listed.rows:
+                click.echo(f"{p}\t{q}" if len(probes) > 1 else q)
+            return
+        emit([listed], fmt, output)
+        return
+    if fmt in T.DATA_FORMATS:
+        emit([comparison.table], fmt, output)
+    elif fmt in T.HUMAN_FORMATS:
+        emit(T.compare_views(comparison), fmt, output)
+    else:  # pragma: no cover - pick_format only returns known formats
+        raise ReachError(f"unknown format {fmt!r}")

@@ -1,0 +1,171 @@
+"""`reachtui export TABLE`: a table out of the audit store, as csv/tsv/json/ndjson/md/latex.
+
+Reads the store only (read-only connection); imports no torch, transformers or textual. Flags follow
+`sqlite-utils rows` where they overlap (--where, -p/--param, -c/--column, --csv, --tsv, --nl,
+--no-headers, --limit); -o is the output file here (sqlite-utils has no output file).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+
+from reachtui.errors import ReachError
+
+_SUFFIX_FORMATS = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".ndjson": "ndjson", ".jsonl": "ndjson",
+                   ".md": "md", ".tex": "latex", ".txt": "table"}
+
+
+def open_store(path: str | None):
+    """The audit store, read-only (--store, else $REACHTUI_STORE, else ./store/reachtui.sqlite)."""
+    from reachtui.store import Store, default_store_path
+
+    return Store(Path(path) if path else default_store_path(), readonly=True)
+
+
+def pick_format(fmt: str | None, output: str | None, shorthands: dict[str, bool]) -> str:
+    """--format, or one of --csv/--tsv/--nl/--json/-t, or the -o file's suffix; else a terminal table
+    when stdout is a terminal and csv when it is not."""
+    from reachtui.tables import FORMATS
+
+    chosen = [name for name, on in shorthands.items() if on]
+    if fmt is not None:
+        chosen.insert(0, fmt)
+    if len(set(chosen)) > 1:
+        raise ReachError(f"choose one output format, not {' and '.join(dict.fromkeys(chosen))}")
+    if chosen:
+        if chosen[0] not in FORMATS:
+            raise ReachError(f"unknown format {chosen[0]!r}; choose one of {', '.join(FORMATS)}")
+        return chosen[0]
+    if output:
+        suffix = Path(output).suffix.lower()
+        if suffix in _SUFFIX_FORMATS:
+            return _SUFFIX_FORMATS[suffix]
+        return "csv"
+    return "table" if sys.stdout.isatty() else "csv"
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write `text` to `path` through a temporary file in the same folder and a rename: a reader never
+    sees half a file, and a failed export leaves the old file as it was."""
+    target = Path(path).expanduser()
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise ReachError(f"{path}: folder {folder} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        os.replace(tmp, target)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise ReachError(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+
+def emit(tables, fmt: str, output: str | None, *, headers: bool = True) -> None:
+    """Print (or write to `output`) one or more tables; notes and warnings go to stderr for data formats
+    (they are inside the text for md/latex/table). On a terminal, `table` is drawn by rich directly."""
+    from reachtui.tables import DATA_FORMATS, render_many, to_rich
+
+    tables = list(tables)
+    for t in tables:
+        for w in dict.fromkeys(t.warnings):
+            click.secho(f"WARNING: {w}", err=True, fg="red", bold=True)
+    if fmt in DATA_FORMATS or output:
+        for t in tables:
+            for n in t.notes:
+                click.echo(f"note: {n}", err=True)
+    if fmt == "table" and output is None and sys.stdout.isatty():
+        from rich.console import Console
+
+        console = Console()
+        for t in tables:
+            console.print(to_rich(t))
+        return
+    text = render_many(tables, fmt, headers=headers)
+    if output:
+        write_atomic(output, text)
+    else:
+        click.echo(text, nl=False)
+
+
+def _split_columns(columns: tuple[str, ...], columns_csv: str | None) -> list[str] | None:
+    names = [c.strip() for c in columns if c.strip()]
+    if columns_csv:
+        names += [c.strip() for c in columns_csv.split(",") if c.strip()]
+    return names or None
+
+
+@click.command("export")
+@click.argument("table_name", metavar="TABLE")
+@click.option("--run", "runs", multiple=True, metavar="ID",
+              help="Run id, or 'latest' (the default), or 'all'. Repeat for several runs; the compare "
+                   "table takes two (A, then B).")
+@click.option("--store", "store_path", metavar="PATH", default=None,
+              help="Audit store (default: $REACHTUI_STORE or ./store/reachtui.sqlite).")
+@click.option("--format", "-f", "fmt", default=None, metavar="FORMAT",
+              help="csv, tsv, json, ndjson, md, latex or table (default: table on a terminal, else csv, "
+                   "or from the -o file's suffix).")
+@click.option("--csv", "as_csv", is_flag=True, help="Same as --format csv.")
+@click.option("--tsv", "as_tsv", is_flag=True, help="Same as --format tsv.")
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option("--nl", "as_nl", is_flag=True, help="Newline-delimited JSON: same as --format ndjson.")
+@click.option("-t", "--table", "as_table", is_flag=True, help="Same as --format table.")
+@click.option("-o", "--output", default=None, metavar="FILE", help="Write to FILE (atomically) instead of stdout.")
+@click.option("--where", default=None, metavar="SQL",
+              help="Keep rows matching this SQL condition over the table's columns, e.g. "
+                   "\"probe = 'routes' and gap > 0.1\".")
+@click.option("-p", "--param", "params", multiple=True, type=(str, str), metavar="NAME VALUE",
+              help="Named :parameters for --where.")
+@click.option("-c", "--column", "columns", multiple=True, metavar="NAME", help="A column to keep (repeatable).")
+@click.option("--columns", "columns_csv", default=None, metavar="A,B", help="Columns to keep, comma-separated.")
+@click.option("--order", default=None, metavar="SQL", help="Order rows, e.g. 'reachable desc'.")
+@click.option("--limit", type=int, default=None, help="At most this many rows.")
+@click.option("--no-headers", is_flag=True, help="Omit the header row (csv, tsv, md, latex).")
+@click.option("--allow-unmatched", is_flag=True,
+              help="compare table only: compare runs whose protocols differ (every row is marked).")
+def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as_table, output, where, params,
+           columns, columns_csv, order, limit, no_headers, allow_unmatched) -> None:
+    """Write TABLE of the audit store: summary, questions, attempts, passk, mlp-scan or compare.
+
+    \b
+      reachtui export summary                      # the latest run, as a terminal table or csv
+      reachtui export questions --run 3 --where "realized = 0 and reachable_routes = 1" --columns question_id,gold
+      reachtui export passk --format md
+      reachtui export summary --format latex -o table1.tex
+      reachtui export compare --run 1 --run 2 --json
+    """
+    from reachtui import tables as T
+
+    name = table_name.strip().lower()
+    if name not in T.TABLES:
+        raise ReachError(f"unknown table {table_name!r}; choose one of {', '.join(T.TABLES)}")
+    fmt = pick_format(fmt, output, {"csv": as_csv, "tsv": as_tsv, "json": as_json, "ndjson": as_nl,
+                                    "table": as_table})
+    if limit is not None and limit < 0:
+        raise ReachError("--limit must be 0 or more")
+    store = open_store(store_path)
+    try:
+        if any(r.strip().lower() == "all" for r in runs):
+            if len(runs) > 1:
+                raise ReachError("--run all cannot be combined with other --run values")
+            run_ids = [r[0] for r in store.db.conn.execute("SELECT id FROM runs ORDER BY id")]
+            if not run_ids:
+                raise ReachError("the audit store has no runs yet")
+        else:
+            run_ids = [T.resolve_run(store, r) for r in (runs or (None,))]
+        if name == "compare" and len(run_ids) != 2:
+            raise ReachError("the compare table needs two runs: --run A --run B (or use `reachtui compare A B`)")
+        table = T.build_table(store, name, run_ids, allow_unmatched=allow_unmatched)
+    finally:
+        store.close()
+    table = T.select(table, columns=_split_columns(columns, columns_csv), where=where,
+                     params=dict(params) if params else None, order=order, limit=limit)
+    emit([table], fmt, output, headers=not no_headers)

@@ -1,0 +1,1075 @@
+"""Every table reachtui shows or exports, built in one place, and every way of writing one out.
+
+The CLI (`reachtui export`, `reachtui compare`, the audit's closing summary) and the TUI read their
+tables from here; nobody else aggregates attempts. Builders run SQL over the store (see the schema in
+`reachtui/store.py`) and return a `Table`: a name, a title, typed columns, rows, and notes/warnings
+that travel with it. Formatters turn a `Table` into csv, tsv, json, ndjson, GitHub markdown, a LaTeX
+booktabs tabular, or a rich Table for the terminal.
+
+Column kinds decide how a value is written:
+    text, int         as is
+    frac              a fraction in 0..1 in data formats (csv/tsv/json/ndjson); a percentage with one
+                      decimal in md/latex/table (header gets "%")
+    float             full precision in data formats, 3 decimals for people
+    pvalue            full precision in data formats, 3 significant digits for people
+    bool              true/false in json, 1/0 in csv/tsv, "yes"/"no" for people
+None and NaN are empty in csv/tsv, null in json, "–" for people.
+
+Pure Python plus sqlite3/sqlite-utils: importing this module must never import torch, transformers or
+textual (rich is imported only by `to_rich`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+import sqlite3
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from typing import Any, Iterable, Sequence
+
+from reachtui.errors import ReachError
+from reachtui.probes.passk import pass_at_k as _probes_pass_at_k
+
+KINDS = ("text", "int", "frac", "float", "pvalue", "bool")
+DATA_FORMATS = ("csv", "tsv", "json", "ndjson")
+HUMAN_FORMATS = ("md", "latex", "table")
+FORMATS = DATA_FORMATS + HUMAN_FORMATS
+
+
+# --------------------------------------------------------------------------------------------------
+# The table value
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    kind: str = "text"
+    label: str | None = None  # header for people (md/latex/table); defaults to the name
+    signed: bool = False  # a difference: people see "+1.5" (data formats are unchanged)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown column kind {self.kind!r}")
+
+    @property
+    def header(self) -> str:
+        return self.label or self.name
+
+
+@dataclass
+class Table:
+    name: str  # "summary", "questions", ... (what `reachtui export` calls it)
+    title: str  # one line for people
+    columns: list[Column]
+    rows: list[tuple]  # each aligned with `columns`
+    notes: list[str] = field(default_factory=list)  # said beside the table (stderr for data formats)
+    warnings: list[str] = field(default_factory=list)  # said loudly, and marked in every format
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def dicts(self) -> list[dict[str, Any]]:
+        names = self.column_names
+        return [dict(zip(names, row)) for row in self.rows]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def _is_missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+# --------------------------------------------------------------------------------------------------
+# Statistics (small, exact, tested against hand-computed values)
+# --------------------------------------------------------------------------------------------------
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k for one question: n attempts, c correct (NaN when n < k). The probes' estimator."""
+    return _probes_pass_at_k(n, c, k)
+
+
+def mcnemar_exact(gained: int, lost: int) -> float:
+    """Two-sided exact McNemar test: binomial test of the discordant pairs against p = 1/2.
+
+    p = min(1, 2 * sum_{i <= min(b, c)} C(b + c, i) / 2^(b + c)); 1.0 when there are no discordant pairs.
+    """
+    if gained < 0 or lost < 0:
+        raise ValueError("counts must be non-negative")
+    n = gained + lost
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(gained, lost) + 1))
+    p = Fraction(2 * tail, 2**n)
+    return float(min(Fraction(1), p))
+
+
+def ratio(num: float | None, den: float | None) -> float:
+    """num / den, NaN when either is missing or den is 0."""
+    if _is_missing(num) or _is_missing(den) or den == 0:
+        return math.nan
+    return num / den
+
+
+# --------------------------------------------------------------------------------------------------
+# Row filtering: --where / --columns / --order / --limit, applied in SQL over the built table
+# --------------------------------------------------------------------------------------------------
+
+
+def _sql_value(v: Any) -> Any:
+    if _is_missing(v):
+        return None
+    if isinstance(v, bool):
+        return int(v)
+    return v
+
+
+def _from_sql(v: Any, kind: str) -> Any:
+    if v is None:
+        return None
+    if kind == "bool":
+        return bool(v)
+    if kind in ("frac", "float", "pvalue"):
+        return float(v)
+    return v
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def select(
+    table: Table,
+    *,
+    columns: Sequence[str] | None = None,
+    where: str | None = None,
+    params: dict[str, Any] | Sequence[Any] | None = None,
+    order: str | None = None,
+    limit: int | None = None,
+) -> Table:
+    """A new Table with only the rows matching `where` (SQL over the table's columns), only `columns`.
+
+    The SQL runs against a private in-memory copy of the table's rows, never against the store, and
+    only one statement is accepted. Unknown columns or bad SQL raise ReachError.
+    """
+    names = table.column_names
+    if columns:
+        unknown = [c for c in columns if c not in names]
+        if unknown:
+            raise ReachError(
+                f"unknown column {unknown[0]!r} in table {table.name}; columns: {', '.join(names)}"
+            )
+        cols = [table.column(c) for c in columns]
+    else:
+        cols = list(table.columns)
+    if not where and not order and limit is None:
+        if cols == list(table.columns):
+            return replace(table, rows=list(table.rows))
+        idx = [names.index(c.name) for c in cols]
+        return replace(table, columns=cols, rows=[tuple(r[i] for i in idx) for r in table.rows])
+    con = sqlite3.connect(":memory:")
+    try:
+        con.execute(
+            "CREATE TABLE t (" + ", ".join(_quote(n) for n in names) + ", __rowid INTEGER)"
+        )
+        con.executemany(
+            "INSERT INTO t VALUES (" + ", ".join("?" * (len(names) + 1)) + ")",
+            [tuple(_sql_value(v) for v in row) + (i,) for i, row in enumerate(table.rows)],
+        )
+        sql = "SELECT " + ", ".join(_quote(c.name) for c in cols) + " FROM t"
+        if where:
+            sql += f" WHERE ({where})"
+        sql += f" ORDER BY {order}, __rowid" if order else " ORDER BY __rowid"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        try:
+            fetched = con.execute(sql, params or ()).fetchall()
+        except (sqlite3.Error, sqlite3.Warning) as exc:
+            what = "--where" if where else "--order"
+            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ReachError(f"bad {what} for table {table.name}: {msg}") from None
+    finally:
+        con.close()
+    rows = [tuple(_from_sql(v, c.kind) for v, c in zip(r, cols)) for r in fetched]
+    return replace(table, columns=cols, rows=rows)
+
+
+# --------------------------------------------------------------------------------------------------
+# Formatters
+# --------------------------------------------------------------------------------------------------
+
+
+def _data_value(v: Any, kind: str) -> Any:
+    """A value for json/ndjson (None for missing)."""
+    if _is_missing(v):
+        return None
+    if kind == "bool":
+        return bool(v)
+    if kind == "int" and isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
+def _csv_value(v: Any, kind: str) -> Any:
+    if _is_missing(v):
+        return ""
+    if kind == "bool" or isinstance(v, bool):
+        return 1 if v else 0
+    return v
+
+
+def human_value(v: Any, kind: str, signed: bool = False) -> str:
+    """A value as people read it (md, latex before escaping, terminal)."""
+    if _is_missing(v):
+        return "–"
+    if kind == "frac":
+        pct = round(100.0 * float(v), 1)
+        return "0.0" if pct == 0 else f"{pct:{'+' if signed else ''}.1f}"
+    if kind == "float":
+        return f"{float(v):{'+' if signed else ''}.3f}"
+    if kind == "pvalue":
+        p = float(v)
+        return "<0.001" if 0 < p < 0.001 else f"{p:.3g}"
+    if kind == "bool":
+        return "yes" if v else "no"
+    return str(v)
+
+
+def human_header(col: Column) -> str:
+    return f"{col.header} (%)" if col.kind == "frac" else col.header
+
+
+def _numeric(col: Column) -> bool:
+    return col.kind in ("int", "frac", "float", "pvalue")
+
+
+def to_csv(table: Table, *, delimiter: str = ",", headers: bool = True) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, delimiter=delimiter, lineterminator="\n")
+    if headers:
+        w.writerow(table.column_names)
+    kinds = [c.kind for c in table.columns]
+    for row in table.rows:
+        w.writerow([_csv_value(v, k) for v, k in zip(row, kinds)])
+    return buf.getvalue()
+
+
+def to_records(table: Table) -> list[dict[str, Any]]:
+    kinds = [c.kind for c in table.columns]
+    names = table.column_names
+    return [{n: _data_value(v, k) for n, v, k in zip(names, row, kinds)} for row in table.rows]
+
+
+def to_json(table: Table) -> str:
+    # A JSON array of objects, as `sqlite-utils rows` writes; strict JSON (NaN becomes null).
+    return json.dumps(to_records(table), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def to_ndjson(table: Table) -> str:
+    return "".join(
+        json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n" for r in to_records(table)
+    )
+
+
+def _md_escape(s: str) -> str:
+    return s.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(table: Table, *, headers: bool = True) -> str:
+    lines: list[str] = []
+    for w in table.warnings:
+        lines.append(f"> **WARNING: {_md_escape(w)}**")
+    if table.warnings:
+        lines.append("")
+    cols = table.columns
+    if headers:
+        lines.append("| " + " | ".join(_md_escape(human_header(c)) for c in cols) + " |")
+        lines.append("|" + "|".join("---:" if _numeric(c) else ":---" for c in cols) + "|")
+    for row in table.rows:
+        lines.append(
+            "| " + " | ".join(_md_escape(human_value(v, c.kind, c.signed)) for v, c in zip(row, cols)) + " |"
+        )
+    if table.notes:
+        lines.append("")
+        lines.extend(f"_{_md_escape(n)}_  " for n in table.notes)
+    return "\n".join(lines) + "\n"
+
+
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "–": "--",
+    "Δ": r"$\Delta$",
+    "<": r"$<$",
+    ">": r"$>$",
+}
+_LATEX_RE = re.compile("|".join(re.escape(k) for k in _LATEX_SPECIAL))
+
+
+def latex_escape(s: str) -> str:
+    return _LATEX_RE.sub(lambda m: _LATEX_SPECIAL[m.group(0)], s)
+
+
+def _latex_cell(v: Any, col: Column) -> str:
+    text = human_value(v, col.kind, col.signed)
+    if _numeric(col) and text.startswith("-"):
+        return "$-$" + latex_escape(text[1:])
+    return latex_escape(text)
+
+
+def to_latex(table: Table, *, headers: bool = True) -> str:
+    """A booktabs tabular (needs \\usepackage{booktabs}); notes as comments, warnings as a visible row."""
+    cols = table.columns
+    spec = "".join("r" if _numeric(c) else "l" for c in cols)
+    out = [f"% {latex_escape(table.title)}"]
+    out += [f"% {latex_escape(n)}" for n in table.notes]
+    out.append(f"\\begin{{tabular}}{{{spec}}}")
+    out.append("\\toprule")
+    for w in table.warnings:
+        out.append(
+            f"\\multicolumn{{{len(cols)}}}{{l}}{{\\textbf{{WARNING: {latex_escape(w)}}}}} \\\\"
+        )
+    if table.warnings:
+        out.append("\\midrule")
+    if headers:
+        out.append(" & ".join(latex_escape(human_header(c)) for c in cols) + " \\\\")
+        out.append("\\midrule")
+    for row in table.rows:
+        out.append(" & ".join(_latex_cell(v, c) for v, c in zip(row, cols)) + " \\\\")
+    out.append("\\bottomrule")
+    out.append("\\end{tabular}")
+    return "\n".join(out) + "\n"
+
+
+def to_rich(table: Table):
+    """A rich Table for the terminal (percentages for fractions; warnings in the title, in red)."""
+    from rich.table import Table as RichTable
+
+    title = table.title
+    if table.warnings:
+        title = "[bold red]" + " ".join(f"WARNING: {w}" for w in table.warnings) + "[/]\n" + title
+    rt = RichTable(title=title, caption="\n".join(table.notes) or None, caption_justify="left")
+    for c in table.columns:
+        rt.add_column(human_header(c), justify="right" if _numeric(c) else "left")
+    for row in table.rows:
+        rt.add_row(*[human_value(v, c.kind, c.signed) for v, c in zip(row, table.columns)])
+    return rt
+
+
+def to_text(table: Table, *, width: int = 160) -> str:
+    """The rich rendering as plain text (what `--format table` prints when not on a terminal)."""
+    from rich.console import Console
+
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+    console.print(to_rich(table))
+    return console.export_text()
+
+
+def render(table: Table, fmt: str, *, headers: bool = True) -> str:
+    """The table as text in `fmt` (one of FORMATS)."""
+    if fmt == "csv":
+        return to_csv(table, headers=headers)
+    if fmt == "tsv":
+        return to_csv(table, delimiter="\t", headers=headers)
+    if fmt == "json":
+        return to_json(table)
+    if fmt == "ndjson":
+        return to_ndjson(table)
+    if fmt == "md":
+        return to_markdown(table, headers=headers)
+    if fmt == "latex":
+        return to_latex(table, headers=headers)
+    if fmt == "table":
+        return to_text(table)
+    raise ReachError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+
+
+def render_many(tables: Iterable[Table], fmt: str, *, headers: bool = True) -> str:
+    """Several tables in one text: blank-line separated for people, one JSON object per table name
+    for json, concatenated records (with a `table` field) for ndjson, blank-line separated csv/tsv."""
+    tables = list(tables)
+    if len(tables) == 1:
+        return render(tables[0], fmt, headers=headers)
+    if fmt == "json":
+        obj = {t.name: to_records(t) for t in tables}
+        return json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    if fmt == "ndjson":
+        return "".join(
+            json.dumps({"table": t.name, **r}, ensure_ascii=False, allow_nan=False) + "\n"
+            for t in tables
+            for r in to_records(t)
+        )
+    return "\n".join(render(t, fmt, headers=headers) for t in tables)
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading the store
+# --------------------------------------------------------------------------------------------------
+
+TABLES = ("summary", "questions", "attempts", "passk", "mlp-scan", "compare")
+
+#: Probes whose attempts come in a fixed order (attempt j = route j, or the search's j-th generation):
+#: their budget curve is reachable@k from the first hit. Every other probe gets unbiased pass@k.
+ORDERED_PROBES = ("routes", "mcts", "mcts-blind")
+
+
+def _conn(source: Any) -> sqlite3.Connection:
+    """A sqlite3 connection from a Store, a sqlite_utils Database or a connection."""
+    if hasattr(source, "db"):
+        source = source.db
+    if hasattr(source, "conn"):
+        source = source.conn
+    return source
+
+
+def _probe_sort_key(probe: str) -> tuple:
+    from reachtui.store_queries import probe_sort_key
+
+    return probe_sort_key(probe)
+
+
+def is_reach_probe(probe: str) -> bool:
+    """A reachability probe (a row of the summary): not the realized attempt, not an MLP-scan or
+    exploration probe."""
+    return probe != "realized" and not probe.startswith(("mlp:", "explore:"))
+
+
+def column_suffix(probe: str) -> str:
+    """A probe name as a column-name suffix: "mcts-blind" -> "mcts_blind"."""
+    return re.sub(r"\W", "_", probe)
+
+
+def resolve_run(source: Any, spec: str | int | None) -> int:
+    """A run id from `spec`: an id, or None/"latest" for the most recently created run."""
+    con = _conn(source)
+    if spec is None or str(spec).strip().lower() == "latest":
+        row = con.execute("SELECT max(id) FROM runs").fetchone()
+        if row[0] is None:
+            raise ReachError("the audit store has no runs yet")
+        return int(row[0])
+    text = str(spec).strip()
+    if not text.isdigit():
+        raise ReachError(f"run must be a run id or 'latest', not {text!r}")
+    run_id = int(text)
+    if con.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+        have = con.execute("SELECT min(id), max(id), count(*) FROM runs").fetchone()
+        known = f"runs {have[0]}–{have[1]}" if have[2] else "no runs"
+        raise ReachError(f"no run {run_id} in the audit store (it has {known})")
+    return run_id
+
+
+def run_info(source: Any, run_id: int) -> dict[str, Any]:
+    con = _conn(source)
+    cur = con.execute(
+        """SELECT r.id, m.name, t.name, t.sha256, r.protocol_hash, r.status, r.source, r.n_questions
+           FROM runs r JOIN models m ON m.id = r.model_id JOIN tasks t ON t.id = r.task_id
+           WHERE r.id = ?""",
+        (run_id,),
+    )
+    row = cur.fetchone()
+    if row is None:
+        raise ReachError(f"no run {run_id} in the audit store")
+    keys = ("run", "model", "task", "task_sha256", "protocol_hash", "status", "source", "n_questions")
+    return dict(zip(keys, row))
+
+
+def run_probes(source: Any, run_id: int) -> list[str]:
+    """The reachability probes with attempts in the run, in display order."""
+    con = _conn(source)
+    rows = con.execute(
+        """WITH RECURSIVE p(probe) AS (
+             SELECT min(probe) FROM attempts WHERE run_id = :run
+             UNION ALL
+             SELECT (SELECT min(probe) FROM attempts WHERE run_id = :run AND probe > p.probe)
+             FROM p WHERE p.probe IS NOT NULL)
+           SELECT probe FROM p WHERE probe IS NOT NULL""",
+        {"run": run_id},
+    ).fetchall()
+    return sorted((r[0] for r in rows if is_reach_probe(r[0])), key=_probe_sort_key)
+
+
+# The run's questions: its question set, plus any question that has attempts (belt and braces).
+_RUN_QUESTIONS = """
+  rq AS (SELECT question_id FROM run_questions WHERE run_id = :run
+         UNION SELECT DISTINCT question_id FROM attempts WHERE run_id = :run)"""
+
+# Per question: realized (attempt 0 of "realized" correct; NULL when it has not run).
+_REALIZED = """
+  real AS (SELECT question_id, correct AS ok, answer FROM attempts
+           WHERE run_id = :run AND probe = 'realized' AND attempt = 0)"""
+
+# Per (probe, question): attempts, hits, first hit.
+_PER_PROBE = """
+  pq AS (SELECT probe, question_id, count(*) AS n, coalesce(sum(correct = 1), 0) AS c,
+                max(coalesce(correct, 0)) AS hit, min(CASE WHEN correct = 1 THEN attempt END) AS first_hit
+         FROM attempts WHERE run_id = :run AND probe <> 'realized'
+           AND probe NOT LIKE 'mlp:%' AND probe NOT LIKE 'explore:%'
+         GROUP BY probe, question_id)"""
+
+# Answer-blind selection in SQL, exactly as reachtui.probes.blind does it:
+#   logprob: the highest mean log-prob candidate (NULL lowest), earliest attempt on ties;
+#   vote: the most frequent extracted answer (no answer: no vote), ties to the answer whose best
+#         candidate has the highest log-prob, then to the earliest first appearance; the chosen
+#         candidate is that answer's highest-log-prob (earliest) candidate. Nothing chosen = wrong.
+_BLIND = """
+  cand AS (SELECT probe, question_id, attempt, answer, correct, mean_logprob AS lp FROM attempts
+           WHERE run_id = :run AND probe <> 'realized'
+             AND probe NOT LIKE 'mlp:%' AND probe NOT LIKE 'explore:%'),
+  lp_pick AS (SELECT probe, question_id, correct FROM (
+                SELECT probe, question_id, correct, row_number() OVER (
+                  PARTITION BY probe, question_id ORDER BY lp IS NULL, lp DESC, attempt) AS rk
+                FROM cand) WHERE rk = 1),
+  votes AS (SELECT probe, question_id, answer, count(*) AS cnt, max(lp) AS best_lp,
+                   min(attempt) AS first_at
+            FROM cand WHERE answer IS NOT NULL GROUP BY probe, question_id, answer),
+  winner AS (SELECT probe, question_id, answer FROM (
+               SELECT probe, question_id, answer, row_number() OVER (
+                 PARTITION BY probe, question_id
+                 ORDER BY cnt DESC, best_lp IS NULL, best_lp DESC, first_at) AS rk
+               FROM votes) WHERE rk = 1),
+  vote_pick AS (SELECT probe, question_id, correct FROM (
+                  SELECT c.probe, c.question_id, c.correct, row_number() OVER (
+                    PARTITION BY c.probe, c.question_id ORDER BY c.lp IS NULL, c.lp DESC, c.attempt) AS rk
+                  FROM cand c JOIN winner w
+                    ON w.probe = c.probe AND w.question_id = c.question_id AND w.answer = c.answer)
+                WHERE rk = 1)"""
+
+
+def _frac(num: Any, den: Any) -> float:
+    if num is None or not den:
+        return math.nan
+    return num / den
+
+
+def _diff(a: float, b: float) -> float:
+    if _is_missing(a) or _is_missing(b):
+        return math.nan
+    return a - b
+
+
+def _run_notes(info: dict[str, Any], probes_done: dict[str, int] | None, n: int) -> list[str]:
+    notes = []
+    if info["status"] != "complete":
+        notes.append(f"run {info['run']} is {info['status']}: its numbers cover what has run so far")
+        for probe, done in (probes_done or {}).items():
+            if done < n:
+                notes.append(f"run {info['run']}: {probe} has attempts for {done} of {n} questions")
+    return notes
+
+
+SUMMARY_COLUMNS = [
+    Column("run", "int"),
+    Column("model"),
+    Column("task"),
+    Column("protocol_hash", label="protocol"),
+    Column("probe"),
+    Column("n", "int"),
+    Column("realized", "frac"),
+    Column("reachable", "frac"),
+    Column("gap", "frac", signed=True),
+    Column("blind_vote", "frac", label="blind vote"),
+    Column("blind_logprob", "frac", label="blind logprob"),
+    Column("retained", "frac", label="retained (vote)", signed=True),
+    Column("retained_logprob", "frac", label="retained (logprob)", signed=True),
+    Column("failure_set_size", "int", label="failure set"),
+]
+
+
+def summary_table(source: Any, run_ids: Sequence[int]) -> Table:
+    """One row per (run, reachability probe): realized, reachable, gap, answer-blind accuracies,
+    retained = (blind - realized) / (reachable - realized), and the frozen failure set's size.
+    Fractions are over the run's questions; realized is attempt 0 of the "realized" probe."""
+    con = _conn(source)
+    rows: list[tuple] = []
+    notes: list[str] = []
+    for run_id in run_ids:
+        info = run_info(con, run_id)
+        head = con.execute(
+            f"WITH {_RUN_QUESTIONS}, {_REALIZED} SELECT (SELECT count(*) FROM rq), "
+            "(SELECT count(*) FROM real), (SELECT sum(ok = 1) FROM real)",
+            {"run": run_id},
+        ).fetchone()
+        n, n_real_done, n_realized = head[0], head[1], head[2] or 0
+        realized = _frac(n_realized, n) if n_real_done else math.nan
+        per_probe = con.execute(
+            f"""WITH {_PER_PROBE}, {_BLIND},
+                 fs AS (SELECT probe, max(size) AS size FROM failure_sets
+                        WHERE run_id = :run AND name = 'failure:' || probe GROUP BY probe)
+               SELECT pq.probe, count(*) AS done, sum(pq.hit) AS reach,
+                      (SELECT coalesce(sum(correct = 1), 0) FROM vote_pick v WHERE v.probe = pq.probe),
+                      (SELECT coalesce(sum(correct = 1), 0) FROM lp_pick l WHERE l.probe = pq.probe),
+                      (SELECT size FROM fs WHERE fs.probe = pq.probe)
+               FROM pq GROUP BY pq.probe""",
+            {"run": run_id},
+        ).fetchall()
+        per_probe.sort(key=lambda r: _probe_sort_key(r[0]))
+        for probe, _done, reach, vote, lp, fsize in per_probe:
+            reachable = _frac(reach, n)
+            gap = _diff(reachable, realized)
+            b_vote, b_lp = _frac(vote, n), _frac(lp, n)
+            rows.append((
+                run_id, info["model"], info["task"], info["protocol_hash"], probe, n,
+                realized, reachable, gap, b_vote, b_lp,
+                ratio(_diff(b_vote, realized), gap), ratio(_diff(b_lp, realized), gap), fsize,
+            ))
+        if not per_probe:
+            rows.append((run_id, info["model"], info["task"], info["protocol_hash"], "realized", n,
+                         realized) + (math.nan,) * 6 + (None,))
+        done = {p: d for p, d, *_ in per_probe}
+        if n_real_done < n:
+            done = {"realized": n_real_done, **done}
+        notes += _run_notes(info, done, n)
+    title = "Realized vs reachable per probe" + _runs_label(run_ids)
+    return Table("summary", title, list(SUMMARY_COLUMNS), rows, notes=notes)
+
+
+def _runs_label(run_ids: Sequence[int]) -> str:
+    if len(run_ids) == 1:
+        return f" (run {run_ids[0]})"
+    return f" (runs {', '.join(map(str, run_ids))})"
+
+
+def questions_table(source: Any, run_ids: Sequence[int]) -> Table:
+    """One row per (run, question), in task order: gold, the realized (default) extracted answer,
+    realized, and for each probe: reachable and the first-hit attempt index (empty: never)."""
+    con = _conn(source)
+    probes: list[str] = []
+    for run_id in run_ids:
+        probes += [p for p in run_probes(con, run_id) if p not in probes]
+    probes.sort(key=_probe_sort_key)
+    columns = [
+        Column("run", "int"), Column("question_id", label="question"), Column("gold"),
+        Column("answer", label="default answer"), Column("realized", "bool"),
+    ]
+    for p in probes:
+        s = column_suffix(p)
+        columns += [Column(f"reachable_{s}", "bool", label=f"reachable {p}"),
+                    Column(f"first_hit_{s}", "int", label=f"first hit {p}")]
+    rows: list[tuple] = []
+    for run_id in run_ids:
+        select_probes = []
+        params: dict[str, Any] = {"run": run_id}
+        for i, p in enumerate(probes):
+            params[f"p{i}"] = p
+            select_probes.append(
+                f"(SELECT hit FROM pq WHERE pq.question_id = q.id AND pq.probe = :p{i}), "
+                f"(SELECT first_hit FROM pq WHERE pq.question_id = q.id AND pq.probe = :p{i})"
+            )
+        sql = (
+            f"WITH {_RUN_QUESTIONS}, {_REALIZED}, {_PER_PROBE} "
+            "SELECT :run, q.qid, q.gold, real.answer, real.ok"
+            + "".join(", " + s for s in select_probes)
+            + " FROM rq JOIN questions q ON q.id = rq.question_id"
+            " LEFT JOIN real ON real.question_id = q.id ORDER BY q.idx"
+        )
+        for r in con.execute(sql, params):
+            out = list(r[:4]) + [None if r[4] is None else bool(r[4])]
+            for i in range(len(probes)):
+                hit, first = r[5 + 2 * i], r[6 + 2 * i]
+                out += [None if hit is None else bool(hit), first]
+            rows.append(tuple(out))
+    title = "Questions: realized, reachable and first hit per probe" + _runs_label(run_ids)
+    return Table("questions", title, columns, rows)
+
+
+ATTEMPT_COLUMNS = [
+    Column("run", "int"), Column("question_id", label="question"), Column("probe"),
+    Column("attempt", "int"), Column("route"), Column("silenced"), Column("temperature", "float"),
+    Column("seed", "int"), Column("text"), Column("answer"), Column("rule"), Column("correct", "bool"),
+    Column("mean_logprob", "float"), Column("new_tokens", "int"), Column("layers_executed", "int"),
+    Column("compute", "int"),
+]
+
+
+def attempts_table(source: Any, run_ids: Sequence[int]) -> Table:
+    """The raw attempts, by question (task order), probe, attempt."""
+    con = _conn(source)
+    rows: list[tuple] = []
+    for run_id in run_ids:
+        cur = con.execute(
+            """SELECT a.run_id, q.qid, a.probe, a.attempt, a.route, a.silenced, a.temperature, a.seed,
+                      a.text, a.answer, a.rule, a.correct, a.mean_logprob, a.new_tokens,
+                      a.layers_executed, a.compute
+               FROM attempts a JOIN questions q ON q.id = a.question_id
+               WHERE a.run_id = ? ORDER BY q.idx, a.probe, a.attempt""",
+            (run_id,),
+        )
+        rows += [r[:11] + (None if r[11] is None else bool(r[11]),) + r[12:] for r in cur]
+    title = "Attempts" + _runs_label(run_ids)
+    return Table("attempts", title, list(ATTEMPT_COLUMNS), rows)
+
+
+PASSK_COLUMNS = [
+    Column("run", "int"), Column("probe"), Column("estimator"), Column("k", "int"),
+    Column("value", "frac"), Column("questions", "int"),
+]
+
+
+def passk_table(source: Any, run_ids: Sequence[int]) -> Table:
+    """Budget curves for k = 1..K per probe: unbiased pass@k for `sample` (and other unordered probes),
+    reachable@k (first hit < k) for routes and mcts. A question counts at k only when it has at least
+    k attempts or a hit before k; `questions` says how many counted."""
+    con = _conn(source)
+    rows: list[tuple] = []
+    notes: list[str] = []
+    for run_id in run_ids:
+        params = {"run": run_id}
+        n_run = con.execute(f"WITH {_RUN_QUESTIONS} SELECT count(*) FROM rq", params).fetchone()[0]
+        # Distinct (n, c, first_hit) combinations with their question counts: Python only loops over
+        # these few groups, never over attempts.
+        groups = con.execute(
+            f"""WITH {_PER_PROBE}
+                SELECT probe, n, c, first_hit, count(*) FROM pq GROUP BY probe, n, c, first_hit""",
+            params,
+        ).fetchall()
+        by_probe: dict[str, list[tuple[int, int, int | None, int]]] = {}
+        for probe, n, c, first, count in groups:
+            by_probe.setdefault(probe, []).append((n, c, first, count))
+        for probe in sorted(by_probe, key=_probe_sort_key):
+            g = by_probe[probe]
+            big_k = max(n for n, *_ in g)
+            ordered = probe in ORDERED_PROBES
+            for k in range(1, big_k + 1):
+                total, counted = 0.0, 0
+                for n, c, first, count in g:
+                    if ordered:
+                        if first is not None and first < k:
+                            total += count
+                            counted += count
+                        elif n >= k:
+                            counted += count
+                    elif n >= k:
+                        total += count * pass_at_k(n, c, k)
+                        counted += count
+                value = total / counted if counted else math.nan
+                rows.append((run_id, probe, "reachable@k" if ordered else "pass@k", k, value, counted))
+            short = sum(cnt for n, _c, _f, cnt in g if n < big_k)
+            if short:
+                notes.append(f"run {run_id}, {probe}: {short} question(s) have fewer than {big_k} attempts")
+            missing = n_run - sum(cnt for *_x, cnt in g)
+            if missing > 0:
+                notes.append(f"run {run_id}, {probe}: {missing} question(s) have no attempts yet")
+    title = "Budget curves: pass@k (sample), reachable@k (routes, mcts)" + _runs_label(run_ids)
+    return Table("passk", title, list(PASSK_COLUMNS), rows, notes=notes)
+
+
+MLP_COLUMNS = [
+    Column("run", "int"), Column("set", label="failure set"), Column("layer", "int"),
+    Column("failure_n", "int", label="set n"), Column("repaired", "int"),
+    Column("repair_rate", "frac", label="repair"), Column("realized_n", "int", label="realized n"),
+    Column("broken", "int"), Column("break_rate", "frac", label="break"), Column("best", "bool"),
+]
+
+
+def mlp_scan_table(source: Any, run_ids: Sequence[int]) -> Table:
+    """The one-MLP silencing scan as stored: per set and layer, repaired/|F| and broken/|R|; `best`
+    marks each set's best block (highest repair rate, then lowest break rate, then lowest layer)."""
+    con = _conn(source)
+    rows: list[tuple] = []
+    notes: list[str] = []
+    for run_id in run_ids:
+        cur = con.execute(
+            """SELECT s.run_id, f.name, s.layer, s.failure_n, s.repaired, s.repair_rate, s.realized_n,
+                      s.broken, s.break_rate,
+                      row_number() OVER (PARTITION BY s.set_id ORDER BY s.repair_rate IS NULL,
+                        s.repair_rate DESC, s.break_rate IS NULL, s.break_rate, s.layer) = 1
+               FROM mlp_scan s JOIN failure_sets f ON f.id = s.set_id
+               WHERE s.run_id = ? ORDER BY s.set_id, s.layer""",
+            (run_id,),
+        )
+        got = [r[:9] + (bool(r[9]),) for r in cur]
+        if not got:
+            notes.append(f"run {run_id} has no MLP scan (audit with --mlp-scan)")
+        rows += got
+    title = "MLP silencing scan: repair rate on the failure set, break rate on the realized set"
+    return Table("mlp-scan", title + _runs_label(run_ids), list(MLP_COLUMNS), rows, notes=notes)
+
+
+# --------------------------------------------------------------------------------------------------
+# Matched comparison of two runs
+# --------------------------------------------------------------------------------------------------
+
+CELLS = ("gained", "lost", "kept", "never")  # B vs A: gained = not in A, in B; lost = in A, not in B
+
+
+def transition(a: bool, b: bool) -> str:
+    if a and b:
+        return "kept"
+    if a:
+        return "lost"
+    if b:
+        return "gained"
+    return "never"
+
+
+COMPARE_COLUMNS = [
+    Column("probe"),
+    Column("n", "int"),
+    Column("realized_a", "frac", label="realized A"),
+    Column("realized_b", "frac", label="realized B"),
+    Column("realized_delta", "frac", label="Δ realized", signed=True),
+    Column("reachable_a", "frac", label="reachable A"),
+    Column("reachable_b", "frac", label="reachable B"),
+    Column("reachable_delta", "frac", label="Δ reachable", signed=True),
+    Column("realized_gained", "int", label="realized gained"),
+    Column("realized_lost", "int", label="realized lost"),
+    Column("realized_kept", "int", label="realized kept"),
+    Column("realized_never", "int", label="realized never"),
+    Column("realized_p", "pvalue", label="p realized"),
+    Column("reachable_gained", "int", label="reachable gained"),
+    Column("reachable_lost", "int", label="reachable lost"),
+    Column("reachable_kept", "int", label="reachable kept"),
+    Column("reachable_never", "int", label="reachable never"),
+    Column("reachable_p", "pvalue", label="p reachable"),
+    Column("matched", "bool"),
+]
+
+
+@dataclass
+class Comparison:
+    """Two runs compared question by question on the questions both have."""
+
+    run_a: dict[str, Any]
+    run_b: dict[str, Any]
+    matched: bool  # same protocol hash
+    probes: list[str]  # reachability probes both runs have
+    n_common: int
+    table: Table
+    # (measure, probe) -> cell -> question ids in task order; measure "realized" (probe None) or
+    # "reachable" (probe = the probe)
+    cells: dict[tuple[str, str | None], dict[str, list[str]]]
+
+    def ids(self, measure: str, cell: str, probe: str | None = None) -> list[tuple[str | None, str]]:
+        """[(probe, question id)] in a transition cell; `probe` None with "reachable" = every probe."""
+        if cell not in CELLS:
+            raise ReachError(f"unknown transition {cell!r}; choose one of {', '.join(CELLS)}")
+        if measure == "realized":
+            return [(None, q) for q in self.cells[("realized", None)][cell]]
+        if measure != "reachable":
+            raise ReachError(f"unknown measure {measure!r}; use realized, reachable or a probe name")
+        probes = self.probes if probe is None else [probe]
+        for p in probes:
+            if p not in self.probes:
+                raise ReachError(
+                    f"probe {p!r} is not in both runs; common probes: {', '.join(self.probes) or 'none'}"
+                )
+        return [(p, q) for p in probes for q in self.cells[("reachable", p)][cell]]
+
+    def list_table(self, spec: str) -> Table:
+        """The question ids of one transition cell, `spec` = MEASURE:CELL with MEASURE realized,
+        reachable (every common probe) or a probe name (reachable under it); e.g. reachable:lost."""
+        measure, sep, cell = spec.strip().rpartition(":")
+        if not sep or not measure:
+            raise ReachError(
+                f"--list wants MEASURE:CELL (e.g. reachable:lost, realized:gained, routes:kept), not {spec!r}"
+            )
+        probe = None
+        if measure not in ("realized", "reachable"):
+            measure, probe = "reachable", measure
+        found = self.ids(measure, cell, probe)
+        a, b = self.run_a["run"], self.run_b["run"]
+        what = {"gained": f"not in run {a}, in run {b}", "lost": f"in run {a}, not in run {b}",
+                "kept": "in both runs", "never": "in neither run"}[cell]
+        label = "realized" if measure == "realized" else f"reachable under {probe or 'each probe'}"
+        table = Table(
+            "compare-list",
+            f"Questions {label} {what} ({spec})",
+            [Column("measure"), Column("probe"), Column("question_id", label="question")],
+            [(measure, p, q) for p, q in found],
+            notes=list(self.table.notes),
+            warnings=list(self.table.warnings),
+        )
+        return table
+
+
+def _status_by_qid(con: sqlite3.Connection, run_id: int, probes: list[str]) -> dict[str, list]:
+    """{qid: [idx, realized, hit(probe 0), hit(probe 1), ...]} for the run's questions (None unknown)."""
+    params: dict[str, Any] = {"run": run_id}
+    cols = []
+    for i, p in enumerate(probes):
+        params[f"p{i}"] = p
+        cols.append(f"(SELECT hit FROM pq WHERE pq.question_id = q.id AND pq.probe = :p{i})")
+    sql = (
+        f"WITH {_RUN_QUESTIONS}, {_REALIZED}, {_PER_PROBE} SELECT q.qid, q.idx, real.ok"
+        + "".join(", " + c for c in cols)
+        + " FROM rq JOIN questions q ON q.id = rq.question_id LEFT JOIN real ON real.question_id = q.id"
+    )
+    return {r[0]: list(r[1:]) for r in con.execute(sql, params)}
+
+
+def compare_runs(source: Any, run_a: int, run_b: int, *, allow_unmatched: bool = False) -> Comparison:
+    """Run B against run A (B - A), per reachability probe both have, on the questions both have
+    (matched by the task's question id). Refuses differing protocol hashes unless `allow_unmatched`,
+    in which case every row is marked matched = false and the table carries a warning."""
+    con = _conn(source)
+    info_a, info_b = run_info(con, run_a), run_info(con, run_b)
+    matched = info_a["protocol_hash"] == info_b["protocol_hash"]
+    warnings: list[str] = []
+    if not matched:
+        what = (f"runs {run_a} and {run_b} have different protocols "
+                f"({info_a['protocol_hash']} vs {info_b['protocol_hash']})")
+        if not allow_unmatched:
+            raise ReachError(f"{what}: not a matched comparison (--allow-unmatched to compare anyway)")
+        warnings.append(f"UNMATCHED PROTOCOLS: {what}; differences may come from the protocol, not the model")
+    probes_a, probes_b = run_probes(con, run_a), run_probes(con, run_b)
+    probes = [p for p in probes_a if p in probes_b]
+    notes: list[str] = []
+    for run, own, other in ((run_a, probes_a, probes_b), (run_b, probes_b, probes_a)):
+        only = [p for p in own if p not in other]
+        if only:
+            notes.append(f"probe(s) only in run {run}, not compared: {', '.join(only)}")
+    sa, sb = _status_by_qid(con, run_a, probes), _status_by_qid(con, run_b, probes)
+    common = sorted((q for q in sa if q in sb), key=lambda q: (sa[q][0], q))
+    if info_a["task_sha256"] != info_b["task_sha256"]:
+        notes.append(f"the runs are on different task files ({info_a['task']} vs {info_b['task']}): "
+                     "questions matched by id")
+    notes.insert(0, f"compared on the {len(common)} question(s) both runs have "
+                    f"(run {run_a}: {len(sa)}, run {run_b}: {len(sb)})"
+                 + ("" if len(common) == len(sa) == len(sb) else "; the others are left out"))
+    if info_a["status"] != "complete" or info_b["status"] != "complete":
+        notes.append(f"run status: {run_a} {info_a['status']}, {run_b} {info_b['status']}")
+
+    cells: dict[tuple[str, str | None], dict[str, list[str]]] = {
+        ("realized", None): {c: [] for c in CELLS}}
+    unknown_real = 0
+    for q in common:
+        ra, rb = sa[q][1], sb[q][1]
+        if ra is None or rb is None:
+            unknown_real += 1
+            continue
+        cells[("realized", None)][transition(bool(ra), bool(rb))].append(q)
+    if unknown_real:
+        notes.append(f"{unknown_real} common question(s) lack a realized attempt in a run: "
+                     "left out of the realized transitions")
+    rows: list[tuple] = []
+    for i, p in enumerate(probes):
+        cell = {c: [] for c in CELLS}
+        real_cell = {c: 0 for c in CELLS}
+        for q in common:
+            ra, rb, ha, hb = sa[q][1], sb[q][1], sa[q][2 + i], sb[q][2 + i]
+            if None in (ra, rb, ha, hb):
+                continue
+            cell[transition(bool(ha), bool(hb))].append(q)
+            real_cell[transition(bool(ra), bool(rb))] += 1
+        cells[("reachable", p)] = cell
+        n = sum(len(v) for v in cell.values())
+        if n < len(common):
+            notes.append(f"{p}: {len(common) - n} common question(s) lack attempts in a run: left out")
+        real_a = _frac(real_cell["kept"] + real_cell["lost"], n)
+        real_b = _frac(real_cell["kept"] + real_cell["gained"], n)
+        reach_a = _frac(len(cell["kept"]) + len(cell["lost"]), n)
+        reach_b = _frac(len(cell["kept"]) + len(cell["gained"]), n)
+        rows.append((
+            p, n, real_a, real_b, _diff(real_b, real_a), reach_a, reach_b, _diff(reach_b, reach_a),
+            real_cell["gained"], real_cell["lost"], real_cell["kept"], real_cell["never"],
+            mcnemar_exact(real_cell["gained"], real_cell["lost"]),
+            len(cell["gained"]), len(cell["lost"]), len(cell["kept"]), len(cell["never"]),
+            mcnemar_exact(len(cell["gained"]), len(cell["lost"])),
+            matched,
+        ))
+    if not probes:
+        rc = cells[("realized", None)]
+        n = sum(len(v) for v in rc.values())
+        real_a = _frac(len(rc["kept"]) + len(rc["lost"]), n)
+        real_b = _frac(len(rc["kept"]) + len(rc["gained"]), n)
+        rows.append((None, n, real_a, real_b, _diff(real_b, real_a), math.nan, math.nan, math.nan,
+                     len(rc["gained"]), len(rc["lost"]), len(rc["kept"]), len(rc["never"]),
+                     mcnemar_exact(len(rc["gained"]), len(rc["lost"])), None, None, None, None,
+                     math.nan, matched))
+        notes.append("the runs share no reachability probe: realized only")
+    title = (f"Run {run_b} ({info_b['model']}) vs run {run_a} ({info_a['model']}) on {info_a['task']}: "
+             f"Δ = B − A; transitions A→B; exact McNemar p")
+    table = Table("compare", title, list(COMPARE_COLUMNS), rows, notes=notes, warnings=warnings)
+    return Comparison(info_a, info_b, matched, probes, len(common), table, cells)
+
+
+def compare_table(source: Any, run_a: int, run_b: int, *, allow_unmatched: bool = False) -> Table:
+    return compare_runs(source, run_a, run_b, allow_unmatched=allow_unmatched).table
+
+
+# --------------------------------------------------------------------------------------------------
+# One entry point
+# --------------------------------------------------------------------------------------------------
+
+
+def build_table(source: Any, name: str, run_ids: Sequence[int], *, allow_unmatched: bool = False) -> Table:
+    """Build table `name` (one of TABLES) for `run_ids` (compare takes exactly two: A then B)."""
+    if name == "summary":
+        return summary_table(source, run_ids)
+    if name == "questions":
+        return questions_table(source, run_ids)
+    if name == "attempts":
+        return attempts_table(source, run_ids)
+    if name == "passk":
+        return passk_table(source, run_ids)
+    if name == "mlp-scan":
+        return mlp_scan_table(source, run_ids)
+    if name == "compare":
+        if len(run_ids) != 2:
+            raise ReachError("the compare table needs two runs: --run A --run B")
+        return compare_table(source, run_ids[0], run_ids[1], allow_unmatched=allow_unmatched)
+    raise ReachError(f"unknown table {name!r}; choose one of {', '.join(TABLES)}")
+
+
+def compare_views(comparison: Comparison) -> list[Table]:
+    """The comparison for people (terminal, md, latex): scores per probe, then the transitions.
+    Data formats use `comparison.table` itself (one wide row per probe)."""
+    t = comparison.table
+    d = t.dicts()
+    a, b = comparison.run_a["run"], comparison.run_b["run"]
+    scores = Table(
+        "compare-scores",
+        t.title,
+        [Column("probe"), Column("n", "int"),
+         Column("realized_a", "frac", label=f"realized {a}"), Column("realized_b", "frac", label=f"realized {b}"),
+         Column("realized_delta", "frac", label="Δ", signed=True), Column("realized_p", "pvalue", label="p"),
+         Column("reachable_a", "frac", label=f"reachable {a}"),
+         Column("reachable_b", "frac", label=f"reachable {b}"),
+         Column("reachable_delta", "frac", label="Δ", signed=True), Column("reachable_p", "pvalue", label="p")],
+        [],
+        notes=[],
+        warnings=list(t.warnings),
+    )
+    scores.rows = [tuple(r[c.name] for c in scores.columns) for r in d]
+    trans = Table(
+        "compare-transitions",
+        f"Question-level transitions from run {a} to run {b} (exact McNemar p on gained vs lost)",
+        [Column("measure"), Column("n", "int"), Column("gained", "int"), Column("lost", "int"),
+         Column("kept", "int"), Column("never", "int"), Column("p", "pvalue")],
+        [],
+        notes=list(t.notes),
+        warnings=list(t.warnings),
+    )
+    seen_realized = set()
+    for r in d:
+        key = (r["n"], r["realized_gained"], r["realized_lost"], r["realized_kept"], r["realized_never"])
+        if key not in seen_realized:
+            seen_realized.add(key)
+            label = "realized" if len(d) == 1 or len({x["n"] for x in d}) == 1 else f"realized ({r['probe']})"
+            trans.rows.append((label, r["n"]) + key[1:] + (r["realized_p"],))
+    for r in d:
+        if r["probe"] is not None:
+            trans.rows.append((f"reachable {r['probe']}", r["n"], r["reachable_gained"], r["reachable_lost"],
+                               r["reachable_kept"], r["reachable_never"], r["reachable_p"]))
+    return [scores, trans]
