@@ -156,8 +156,11 @@ def default_store_path() -> Path:
 
 
 def _looks_like_sqlite(path: Path) -> bool:
-    with open(path, "rb") as fh:
-        head = fh.read(16)
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+    except OSError as exc:
+        raise ReachError(f"cannot read audit store {path}: {exc.strerror or exc}") from None
     return head == b"" or head == b"SQLite format 3\x00"
 
 
