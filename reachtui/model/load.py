@@ -1,0 +1,239 @@
+"""Resolve MODEL (`demo`, a directory, or a Hugging Face id in the local cache) and load it.
+
+`resolve_model` imports neither torch nor transformers. Nothing is downloaded unless `allow_download`;
+`trust_remote_code` is off unless asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reachtui.assets import DEMO_MODEL_DIR
+from reachtui.errors import ReachError
+
+_HF_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
+DEVICES = "auto|cpu|cuda[:N]"
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+@dataclass
+class LoadedModel:
+    name: str
+    path: Path
+    model: Any
+    tokenizer: Any
+    device: str
+    dtype: str
+    arch: Any
+
+
+def hf_cache_dir() -> Path:
+    """The hub cache directory, honouring HF_HUB_CACHE, then HF_HOME, then XDG_CACHE_HOME."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    if os.environ.get("HUGGINGFACE_HUB_CACHE"):
+        return Path(os.environ["HUGGINGFACE_HUB_CACHE"]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "huggingface" / "hub"
+
+
+def hf_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def find_in_cache(repo_id: str, cache: Path | None = None) -> Path | None:
+    """The snapshot directory of `repo_id` in the hub cache holding a config.json, or None.
+
+    Prefers the snapshot `refs/main` points at; else the most recently modified snapshot with a config.
+    """
+    cache = cache or hf_cache_dir()
+    repo_dir = cache / ("models--" + repo_id.replace("/", "--"))
+    snapshots = repo_dir / "snapshots"
+    if not snapshots.is_dir():
+        return None
+    ref = repo_dir / "refs" / "main"
+    if ref.is_file():
+        commit = ref.read_text().strip()
+        candidate = snapshots / commit
+        if (candidate / "config.json").is_file():
+            return candidate
+    found = [d for d in snapshots.iterdir() if (d / "config.json").is_file()]
+    if not found:
+        return None
+    return max(found, key=lambda d: (d / "config.json").stat().st_mtime)
+
+
+def resolve_model(spec: str, allow_download: bool = False) -> Path:
+    """`demo` -> the bundled model; an existing directory with config.json; a Hugging Face id in the
+    local cache (downloaded only when `allow_download`). Else ReachError naming what was looked for."""
+    spec = str(spec).strip()
+    if not spec:
+        raise ReachError("no model given: pass demo, a model directory, or a Hugging Face id")
+    if spec == "demo":
+        if not (DEMO_MODEL_DIR / "config.json").is_file():
+            raise ReachError(f"the bundled demo model is missing: no config.json in {DEMO_MODEL_DIR}")
+        return DEMO_MODEL_DIR
+    path = Path(spec).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise ReachError(f"model {spec!r} is a file, not a model directory (expected a folder with config.json)")
+        if not (path / "config.json").is_file():
+            raise ReachError(f"model directory {spec!r} has no config.json (not a Hugging Face model folder)")
+        return path.resolve()
+    if spec.startswith((".", "/", "~")) or not _HF_ID.match(spec):
+        raise ReachError(f"model {spec!r} not found: no such directory")
+    cache = hf_cache_dir()
+    found = find_in_cache(spec, cache)
+    if found is not None:
+        return found
+    if not allow_download:
+        raise ReachError(
+            f"model {spec!r} not found: not a directory, and not in the Hugging Face cache at {cache} "
+            "(pass --allow-download to fetch it)"
+        )
+    if hf_offline():
+        raise ReachError(f"model {spec!r} is not in the Hugging Face cache at {cache}, and HF_HUB_OFFLINE is set")
+    try:
+        from huggingface_hub import snapshot_download
+
+        local = snapshot_download(
+            repo_id=spec,
+            cache_dir=str(cache),
+            allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "*.tiktoken", "*.py"],
+        )
+    except Exception as exc:  # noqa: BLE001 - any hub failure becomes one line
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ReachError(f"could not download model {spec!r}: {first}") from exc
+    return Path(local)
+
+
+def _pick_device(device: str) -> str:
+    import torch
+
+    d = (device or "auto").strip().lower()
+    if d == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if d == "cpu":
+        return "cpu"
+    m = re.fullmatch(r"cuda(?::(\d+))?", d)
+    if not m:
+        raise ReachError(f"unknown device {device!r} (use {DEVICES})")
+    if not torch.cuda.is_available():
+        raise ReachError(f"device {device!r} asked for, but CUDA is not available here")
+    if m.group(1) is not None and int(m.group(1)) >= torch.cuda.device_count():
+        raise ReachError(f"device {device!r} asked for, but only {torch.cuda.device_count()} CUDA device(s) exist")
+    return d
+
+
+def _pick_dtype(dtype: str, device: str):
+    import torch
+
+    d = (dtype or "auto").strip().lower()
+    if d == "auto":
+        if device.startswith("cuda"):
+            return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+        return "float32"
+    if d not in DTYPES:
+        raise ReachError(f"unknown dtype {dtype!r} (use {'|'.join(DTYPES)})")
+    return d
+
+
+def quiet_transformers() -> None:
+    """No progress bars or warnings from transformers / huggingface_hub (the app owns the terminal)."""
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    import transformers
+    from transformers.utils import logging as tlogging
+
+    tlogging.set_verbosity_error()
+    tlogging.disable_progress_bar()
+    try:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    except Exception:  # noqa: BLE001
+        pass
+    del transformers
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def load_model(
+    spec: str,
+    device: str = "auto",
+    dtype: str = "auto",
+    trust_remote_code: bool = False,
+    allow_download: bool = False,
+) -> LoadedModel:
+    """Resolve, load (eval mode, no progress bars) and discover the layers of a causal LM."""
+    path = resolve_model(spec, allow_download=allow_download)
+    dev = _pick_device(device)
+    dt = _pick_dtype(dtype, dev)
+    try:
+        raw = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise ReachError(f"{path}/config.json cannot be read: {_one_line(exc)}") from exc
+    if raw.get("auto_map") and not trust_remote_code and not raw.get("model_type"):
+        raise ReachError(f"model {spec!r} needs its own code: pass --trust-remote-code if you trust it")
+
+    import torch
+
+    quiet_transformers()
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    try:
+        config = AutoConfig.from_pretrained(str(path), trust_remote_code=trust_remote_code, local_files_only=True)
+    except Exception as exc:  # noqa: BLE001
+        msg = _one_line(exc)
+        if "trust_remote_code" in msg:
+            raise ReachError(f"model {spec!r} needs its own code: pass --trust-remote-code if you trust it") from exc
+        raise ReachError(f"cannot read the config of {spec!r}: {msg}") from exc
+    model_type = getattr(config, "model_type", None)
+    remote_causal = trust_remote_code and "AutoModelForCausalLM" in (getattr(config, "auto_map", None) or {})
+    if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and not remote_causal:
+        raise ReachError(
+            f"model {spec!r} ({model_type or 'unknown type'}) is not a causal language model "
+            "(AutoModelForCausalLM has no class for it)"
+        )
+    torch_dtype = getattr(torch, dt)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            str(path), dtype=torch_dtype, trust_remote_code=trust_remote_code, local_files_only=True
+        )
+    except Exception as exc:  # noqa: BLE001
+        msg = _one_line(exc)
+        if "trust_remote_code" in msg:
+            raise ReachError(f"model {spec!r} needs its own code: pass --trust-remote-code if you trust it") from exc
+        raise ReachError(f"cannot load model {spec!r} from {path}: {msg}") from exc
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(
+            str(path), trust_remote_code=trust_remote_code, local_files_only=True
+        )
+    except Exception as exc:  # noqa: BLE001
+        raise ReachError(f"cannot load the tokenizer of {spec!r} from {path}: {_one_line(exc)}") from exc
+    try:
+        model = model.to(dev)
+    except Exception as exc:  # noqa: BLE001
+        raise ReachError(f"cannot move model {spec!r} to {dev}: {_one_line(exc)}") from exc
+    model.eval()
+    from reachtui.model.layers import discover
+
+    arch = discover(model)
+    if spec == "demo":
+        name = "demo"
+    elif Path(spec).expanduser().exists():
+        name = str(path)
+    else:
+        name = spec
+    return LoadedModel(name=name, path=path, model=model, tokenizer=tokenizer, device=dev, dtype=dt, arch=arch)

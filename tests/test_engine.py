@@ -1,0 +1,471 @@
+"""Exactness of the intervention engine (routes, MLP silencing, batched generation) on tiny random models
+of every supported architecture. Nothing is downloaded.
+
+- identity route, nothing silenced => the model's own greedy `generate` tokens, same logits (fp32 tol);
+- routes with repeated layers: cached generation => the tokens of full recomputation at every step;
+- a routed forward => a hand-written loop over the same layers (incl. skipping the first layer);
+- silencing layer L => that MLP's output projection zeroed;
+- batched => one-prompt-at-a-time (demo model, when it is there);
+- after any call, also one that raised: outputs bit-identical, no hooks, config unchanged.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import re
+import threading
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from engine_tiny import ARCHS, loaded  # noqa: E402
+
+from reachtui.assets import DEMO_MODEL_DIR  # noqa: E402
+from reachtui.errors import ReachError  # noqa: E402
+from reachtui.model import routing  # noqa: E402
+from reachtui.model.layers import discover  # noqa: E402
+from reachtui.model.routes import Route  # noqa: E402
+from reachtui.model.run import Decoding, Runner  # noqa: E402
+
+PROMPTS = ["12+7=? A:", "What is 3*4?", "hello there, friend: 5-2"]
+NEW = 8
+torch.set_num_threads(1)
+
+
+@functools.lru_cache(maxsize=None)
+def tiny(arch: str):
+    return loaded(arch)
+
+
+def runner(arch: str) -> Runner:
+    return Runner(tiny(arch))
+
+
+def hf_greedy(lm, prompts, new=NEW, model=None):
+    """The model's own generate (greedy), left-padded batch; rows cut after their first EOS."""
+    model = model or lm.model
+    enc = lm.tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left")
+    out = model.generate(**enc, max_new_tokens=new, do_sample=False, pad_token_id=0, eos_token_id=2,
+                         output_logits=True, return_dict_in_generate=True)
+    rows = out.sequences[:, enc.input_ids.shape[1]:].tolist()
+    cut = [r[: r.index(2) + 1] if 2 in r else r for r in rows]
+    return cut, torch.stack(out.logits, dim=1)
+
+
+def recompute_greedy(lm, prompt, route, silenced=frozenset(), new=NEW):
+    """Greedy tokens by a full forward over the whole sequence at every step (no cache)."""
+    ids = lm.tokenizer(prompt, return_tensors="pt").input_ids
+    seq = ids
+    with routing.installed(lm.arch, route, silenced, force=True), torch.inference_mode():
+        for _ in range(new):
+            nxt = routing.forward_full_logits(lm.model, seq)[:, -1].argmax(-1, keepdim=True)
+            seq = torch.cat([seq, nxt], dim=1)
+            if nxt.item() == 2:
+                break
+    return seq[0, ids.shape[1]:].tolist()
+
+
+def fingerprint(lm):
+    m = lm.model
+    ids = lm.tokenizer(PROMPTS[2], return_tensors="pt").input_ids
+    with torch.inference_mode():
+        logits = m(input_ids=ids).logits.clone()
+    hooks = sum(len(x._forward_hooks) + len(x._forward_pre_hooks) for x in m.modules())
+    params = {k: (v.data_ptr(), v.clone()) for k, v in m.state_dict().items()}
+    arch = lm.arch
+    return dict(
+        logits=logits,
+        hooks=hooks,
+        params=params,
+        layers=arch.layers_owner._modules[arch.layers_attr],
+        layer_idx=[getattr(arch.attention(i), "layer_idx", None) for i in range(arch.num_layers)],
+        mlps=[arch.mlp(i) for i in range(arch.num_layers)],
+        config=m.config.to_dict(),
+        modules=len(list(m.modules())),
+    )
+
+
+def assert_same(a, b):
+    assert torch.equal(a["logits"], b["logits"])          # bit-identical
+    assert a["hooks"] == b["hooks"] == 0
+    assert a["params"].keys() == b["params"].keys()
+    for k in a["params"]:
+        assert a["params"][k][0] == b["params"][k][0]
+        assert torch.equal(a["params"][k][1], b["params"][k][1])
+    assert a["layers"] is b["layers"]
+    assert a["layer_idx"] == b["layer_idx"] == list(range(len(a["layer_idx"])))
+    assert all(x is y for x, y in zip(a["mlps"], b["mlps"]))
+    assert a["config"] == b["config"]
+    assert a["modules"] == b["modules"]
+
+
+# ------------------------------------------------------------------------------------------ discovery
+
+EXPECTED_TYPES = {
+    "mistral": ["sliding_attention"] * 4,
+    "qwen2": ["full_attention", "full_attention", "sliding_attention", "sliding_attention"],
+    "gemma2": ["sliding_attention", "full_attention"] * 2,
+    "gemma3": ["sliding_attention", "full_attention"] * 2,
+}
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_discover(arch):
+    lm = tiny(arch)
+    a = lm.arch
+    assert a.num_layers == 4 and len(a.layers) == 4
+    assert a.layers_owner._modules[a.layers_attr] is a.layers
+    assert a.final_norm is not None and "norm" in type(a.final_norm).__name__.lower()
+    for i in range(4):
+        mlp = a.mlp(i)
+        assert re.search("mlp|moe", type(mlp).__name__, re.I), type(mlp).__name__
+    assert a.layer_types == EXPECTED_TYPES.get(arch, ["full_attention"] * 4)
+    if arch in ("qwen2_moe", "qwen3_moe"):
+        assert "Sparse" in type(a.mlp(0)).__name__
+    assert a.model_class == type(lm.model).__name__
+
+
+def test_discover_unsupported():
+    import torch.nn as nn
+
+    class Config:
+        num_hidden_layers = 3
+
+    class Strange(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.config = Config()
+            self.body = nn.Linear(4, 4)
+
+    with pytest.raises(ReachError, match="unsupported model Strange: no ModuleList of decoder blocks of length 3"):
+        discover(Strange())
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.self_attn = nn.Linear(4, 4)
+            self.other = nn.Linear(4, 4)
+
+    class NoMlp(Strange):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([Block() for _ in range(3)])
+
+    with pytest.raises(ReachError, match=r"unsupported model NoMlp: no MLP block found in layer 0 \(Block"):
+        discover(NoMlp())
+
+
+# ------------------------------------------------------------------------------------------ identity
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_identity_route_matches_generate(arch):
+    lm, r = tiny(arch), runner(arch)
+    ref, ref_logits = hf_greedy(lm, PROMPTS)
+    batched = r.generate(PROMPTS, decoding=Decoding(max_new_tokens=NEW))
+    assert [g.token_ids for g in batched] == ref
+    for i, p in enumerate(PROMPTS):
+        one, _ = hf_greedy(lm, [p])
+        assert r.generate([p], decoding=Decoding(max_new_tokens=NEW))[0].token_ids == one[0] == ref[i]
+    # the routing machinery itself (forced on the identity route) gives the same tokens and logits
+    one, logits = hf_greedy(lm, [PROMPTS[0]])
+    gen, steps = r.trace(PROMPTS[0], decoding=Decoding(max_new_tokens=NEW), force=True)
+    assert gen.token_ids == one[0]
+    torch.testing.assert_close(steps, logits[0, : len(steps)].float(), atol=1e-5, rtol=1e-5)
+    ids = lm.tokenizer(PROMPTS[1], return_tensors="pt").input_ids
+    with torch.inference_mode():
+        plain = lm.model(input_ids=ids).logits
+        with routing.installed(lm.arch, None, force=True):
+            routed = routing.forward_full_logits(lm.model, ids)
+    torch.testing.assert_close(routed, plain, atol=1e-6, rtol=1e-6)
+
+
+# ------------------------------------------------------------------------------------------ routes
+
+ROUTES = [(0, 1, 1, 2, 3, 3), (1, 2, 1, 2, 3)]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_repeated_layers_cached_equals_recompute(arch):
+    lm, r = tiny(arch), runner(arch)
+    for route in ROUTES:
+        gens = r.generate(PROMPTS, route=Route(route), decoding=Decoding(max_new_tokens=NEW))
+        for p, g in zip(PROMPTS, gens):
+            assert g.token_ids == recompute_greedy(lm, p, route), (arch, route, p)
+            assert g.layers_executed == len(route)
+    # a route really changes the computation (the test would catch a route that is ignored)
+    ident = r.generate(PROMPTS, decoding=Decoding(max_new_tokens=NEW))
+    routed = r.generate(PROMPTS, route=Route(ROUTES[0]), decoding=Decoding(max_new_tokens=NEW))
+    assert [g.token_ids for g in ident] != [g.token_ids for g in routed]
+
+
+def test_repeated_layer_gets_its_own_cache_slot():
+    lm = tiny("llama")
+    route = (0, 1, 1, 3)
+    with routing.installed(lm.arch, route):
+        installed = lm.arch.layers_owner._modules[lm.arch.layers_attr]
+        assert len(installed) == 4 and lm.arch.config.num_hidden_layers == 4
+        assert [blk.self_attn.layer_idx for blk in installed] == [0, 1, 2, 3]
+        assert installed[1].self_attn.q_proj is installed[2].self_attn.q_proj is lm.arch.layers[1].self_attn.q_proj
+        cache = routing.new_cache(lm.arch)
+        ids = lm.tokenizer(PROMPTS[0], return_tensors="pt").input_ids
+        with torch.inference_mode():
+            routing.forward_last_logits(lm.model, ids, torch.ones_like(ids), None, cache)
+        assert len(cache.layers) == 4
+        assert all(layer.keys.shape[-2] == ids.shape[1] for layer in cache.layers)
+    assert lm.arch.layers[1].self_attn.layer_idx == 1
+
+
+def _hand_loop_logits(lm, ids, route):
+    """Embed, run the listed decoder layers in order (no cache), final norm, LM head."""
+    m = lm.model
+    assert m.config._attn_implementation == "sdpa"  # attention_mask=None then means causal
+    pos = torch.arange(ids.shape[1])[None]
+    if type(m).__name__ == "GPT2LMHeadModel":
+        tr = m.transformer
+        h = tr.wte(ids) + tr.wpe(pos)
+        for i in route:
+            h = tr.h[i](h, None, None, position_ids=pos)
+        return m.lm_head(tr.ln_f(h))
+    base = m.model
+    h = base.embed_tokens(ids)
+    pe = base.rotary_emb(h, pos)
+    for i in route:
+        h = base.layers[i](h, attention_mask=None, position_embeddings=pe, position_ids=pos)
+    return m.lm_head(base.norm(h))
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3", "gpt2"])
+def test_routed_forward_equals_hand_written_loop(arch):
+    lm = tiny(arch)
+    ids = lm.tokenizer(PROMPTS[2], return_tensors="pt").input_ids
+    for route in [(1, 2, 3), (0, 0, 1, 3), (0, 1, 1, 2, 3, 3), (3, 2, 1, 0), (2,)]:
+        with torch.inference_mode():
+            want = _hand_loop_logits(lm, ids, route)
+            with routing.installed(lm.arch, route):
+                got = routing.forward_full_logits(lm.model, ids)
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def stock_route_model(lm, route):
+    """An independent reference: a stock model of the same class built with len(route) layers, layer p
+    holding the weights of original layer route[p], per-layer config lists (layer types, dense-MLP
+    layers) permuted the same way. Its own forward and `generate` (with its own cache) are the truth."""
+    from transformers import AutoModelForCausalLM
+
+    cfg = copy.deepcopy(lm.model.config)
+    cfg.num_hidden_layers = len(route)
+    if isinstance(cfg.__dict__.get("layer_types"), list):
+        cfg.layer_types = [lm.arch.layer_types[i] for i in route]
+    if getattr(cfg, "mlp_only_layers", None):
+        orig = set(cfg.mlp_only_layers)
+        cfg.mlp_only_layers = [p for p, i in enumerate(route) if i in orig]
+    torch.manual_seed(123)
+    ref = AutoModelForCausalLM.from_config(cfg).eval()
+    prefix = next(n for n, mod in lm.model.named_modules() if mod is lm.arch.layers) + "."
+    state = {}
+    for key, value in lm.model.state_dict().items():
+        if key.startswith(prefix):
+            idx, rest = key[len(prefix):].split(".", 1)
+            for p, i in enumerate(route):
+                if i == int(idx):
+                    state[f"{prefix}{p}.{rest}"] = value
+        else:
+            state[key] = value
+    ref.load_state_dict(state, strict=True)
+    return ref
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_route_equals_stock_model_built_from_those_layers(arch):
+    """Per-position attention types (sliding stays sliding), cache slots and rotary all line up with a
+    model that was simply built with the route's layers."""
+    lm, r = tiny(arch), runner(arch)
+    for route in [(0, 1, 1, 2, 3, 3), (1, 3, 2)]:
+        ref = stock_route_model(lm, route)
+        want, _ = hf_greedy(lm, PROMPTS, model=ref)
+        got = r.generate(PROMPTS, route=Route(route), decoding=Decoding(max_new_tokens=NEW))
+        assert [g.token_ids for g in got] == want, (arch, route)
+        ids = lm.tokenizer(PROMPTS[2], return_tensors="pt").input_ids
+        with torch.inference_mode():
+            expect = ref(input_ids=ids).logits
+            with routing.installed(lm.arch, route):
+                routed = routing.forward_full_logits(lm.model, ids)
+        torch.testing.assert_close(routed, expect, atol=1e-5, rtol=1e-5)
+
+
+# ------------------------------------------------------------------------------------------ silencing
+
+_OUT_PROJ = re.compile(r"(down_proj|c_proj|dense_4h_to_h)")
+
+
+def zeroed_copy(model, arch, layer):
+    m = copy.deepcopy(model)
+    mlp = discover(m).mlp(layer)
+    names = [n for n, _ in mlp.named_parameters() if _OUT_PROJ.search(n)]
+    assert names, type(mlp).__name__
+    with torch.no_grad():
+        for n, p in mlp.named_parameters():
+            if _OUT_PROJ.search(n):
+                p.zero_()
+    return m
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_silencing_equals_zeroed_output_projection(arch):
+    lm, r = tiny(arch), runner(arch)
+    layer = 1
+    zm = zeroed_copy(lm.model, lm.arch, layer)
+    ids = lm.tokenizer(PROMPTS[2], return_tensors="pt").input_ids
+    with torch.inference_mode():
+        want = zm(input_ids=ids).logits
+        with routing.installed(lm.arch, None, {layer}):
+            got = routing.forward_full_logits(lm.model, ids)
+        plain = lm.model(input_ids=ids).logits
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(got, plain, atol=1e-3)
+    ref, _ = hf_greedy(lm, PROMPTS, model=zm)
+    gens = r.generate(PROMPTS, silenced=frozenset({layer}), decoding=Decoding(max_new_tokens=NEW))
+    assert [g.token_ids for g in gens] == ref
+    # composes with a route: every occurrence of the silenced layer is silenced
+    route = (0, 1, 1, 3)
+    zarch = discover(zm)
+    with torch.inference_mode():
+        with routing.installed(zarch, route):
+            want = routing.forward_full_logits(zm, ids)
+        with routing.installed(lm.arch, route, {layer}):
+            got = routing.forward_full_logits(lm.model, ids)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+# ------------------------------------------------------------------------------------------ restore
+
+def test_model_restored_after_calls_and_failures(monkeypatch):
+    lm, r = tiny("gemma2"), runner("gemma2")
+    before = fingerprint(lm)
+    r.generate(PROMPTS, route=Route((0, 1, 1, 3)), silenced=frozenset({2}), decoding=Decoding(max_new_tokens=4))
+    r.generate(PROMPTS, decoding=Decoding(max_new_tokens=4, temperature=1.0, top_p=0.9), seeds=[1, 2, 3])
+    r.trace(PROMPTS[0], route=Route((1, 2, 3)), decoding=Decoding(max_new_tokens=3))
+    assert_same(before, fingerprint(lm))
+
+    calls = {"n": 0}
+    real = routing.forward_last_logits
+
+    def flaky(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("boom")
+        return real(*a, **k)
+
+    monkeypatch.setattr(routing, "forward_last_logits", flaky)
+    with pytest.raises(RuntimeError, match="boom"):
+        r.generate(PROMPTS, route=Route((0, 0, 1, 2, 3)), silenced=frozenset({0}),
+                   decoding=Decoding(max_new_tokens=6))
+    monkeypatch.undo()
+    assert_same(before, fingerprint(lm))
+    with pytest.raises(ReachError, match="out of range"):
+        r.generate(PROMPTS, silenced=frozenset({7}))
+    assert_same(before, fingerprint(lm))
+
+
+# ------------------------------------------------------------------------------------------ decoding
+
+def test_sampling_is_seeded_per_prompt():
+    r = runner("llama")
+    dec = Decoding(max_new_tokens=NEW, temperature=1.0, top_p=0.9)
+    together = r.generate(PROMPTS, decoding=dec, seeds=[11, 12, 13], batch_size=3)
+    alone = [r.generate([p], decoding=dec, seeds=[s])[0] for p, s in zip(PROMPTS, [11, 12, 13])]
+    assert [g.token_ids for g in together] == [g.token_ids for g in alone]
+    again = r.generate(PROMPTS, decoding=dec, seeds=[11, 12, 13], batch_size=2)
+    assert [g.token_ids for g in again] == [g.token_ids for g in together]
+    other = r.generate(PROMPTS, decoding=dec, seeds=[21, 22, 23])
+    assert [g.token_ids for g in other] != [g.token_ids for g in together]
+    for g in together:
+        assert g.mean_logprob < 0 and g.new_tokens == len(g.token_ids)
+
+
+def test_stop_strings_eos_and_compute():
+    lm, r = tiny("qwen2"), runner("qwen2")
+    free = r.generate(PROMPTS, decoding=Decoding(max_new_tokens=12))
+    # pick, per row, a character that the free run produces, and stop there
+    texts = [g.text for g in free]
+    stop = next(t[3] for t in texts if len(t) > 3)
+    gens = r.generate(PROMPTS, route=Route((0, 1, 1, 2, 3)), decoding=Decoding(max_new_tokens=12, stop=(stop,)))
+    for g in gens:
+        assert stop not in g.text
+        assert g.compute == 5 * (g.prompt_tokens + g.new_tokens)
+        assert g.layers_executed == 5
+    stopped = r.generate(PROMPTS, decoding=Decoding(max_new_tokens=12, stop=(stop,)))
+    for f, s in zip(free, stopped):
+        if stop in f.text:
+            assert s.finish == "stop" and s.text == f.text[: f.text.index(stop)]
+            assert s.new_tokens < f.new_tokens or f.finish != "length"
+            assert s.token_ids == f.token_ids[: s.new_tokens]
+        else:
+            assert s.text == f.text
+    prompt_len = len(lm.tokenizer(PROMPTS[0]).input_ids)
+    assert free[0].prompt_tokens == prompt_len
+    assert free[0].compute == 4 * (prompt_len + free[0].new_tokens)
+
+
+def test_out_of_memory_halves_the_batch(monkeypatch):
+    r = runner("llama")
+    real = r._generate_batch
+    sizes = []
+
+    def small_memory(ids, *a, **k):
+        sizes.append(len(ids))
+        if len(ids) > 1:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(ids, *a, **k)
+
+    monkeypatch.setattr(r, "_generate_batch", small_memory)
+    gens = r.generate(PROMPTS, decoding=Decoding(max_new_tokens=4), batch_size=4)
+    assert sizes[:3] == [3, 2, 1] and len(gens) == 3
+    assert r.batch_size_hint == 1
+    monkeypatch.undo()
+    assert [g.token_ids for g in gens] == [g.token_ids for g in r.generate(PROMPTS, decoding=Decoding(max_new_tokens=4))]
+
+
+def test_one_owner_at_a_time():
+    r = runner("llama")
+    assert isinstance(r.lock, type(threading.RLock()))
+    want = [g.token_ids for g in r.generate(PROMPTS, route=Route((0, 1, 1, 3)), decoding=Decoding(max_new_tokens=4))]
+    got = {}
+
+    def job(k):
+        route = Route((0, 1, 1, 3)) if k % 2 == 0 else None
+        got[k] = [g.token_ids for g in r.generate(PROMPTS, route=route, decoding=Decoding(max_new_tokens=4))]
+
+    threads = [threading.Thread(target=job, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got[0] == got[2] == want
+    assert got[1] == got[3] != want
+
+
+# ------------------------------------------------------------------------------------------ demo model
+
+@pytest.mark.skipif(not (DEMO_MODEL_DIR / "config.json").is_file(), reason="demo model not built yet")
+def test_batched_equals_one_at_a_time_on_demo_model():
+    from reachtui.model.load import load_model
+    from reachtui.protocol import Protocol
+    from reachtui.tasks import load_task
+
+    lm = load_model("demo", device="cpu")
+    r = Runner(lm)
+    proto = Protocol()
+    questions = load_task("demo").questions[:24]
+    prompts = [proto.render_prompt(q.question, lm.tokenizer) for q in questions]
+    dec = Decoding(max_new_tokens=proto.max_new_tokens, stop=proto.stop)
+    batched = r.generate(prompts, decoding=dec, batch_size=8)
+    single = [r.generate([p], decoding=dec, batch_size=1)[0] for p in prompts]
+    assert [g.token_ids for g in batched] == [g.token_ids for g in single]
+    assert [g.text for g in batched] == [g.text for g in single]
+    routed = r.generate(prompts[:8], route=Route((0, 1, 1) + tuple(range(2, lm.arch.num_layers))), decoding=dec)
+    routed_single = [r.generate([p], route=Route((0, 1, 1) + tuple(range(2, lm.arch.num_layers))),
+                                decoding=dec)[0] for p in prompts[:8]]
+    assert [g.token_ids for g in routed] == [g.token_ids for g in routed_single]
