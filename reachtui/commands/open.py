@@ -1,0 +1,165 @@
+"""`reachtui open [MODEL]`: the Textual app.
+
+- `reachtui open MODEL [--task TASK] [protocol options as for audit]`: if the store holds a finished
+  run of (model, task, protocol, limit) it opens at once; otherwise the audit starts in a background
+  worker and the table fills live. The model then loads in a worker (status in the header).
+- `reachtui open --store PATH [--run ID]`: browse a stored audit without loading any model: torch is
+  not imported until a live action (enter, A) needs the model.
+
+Nothing heavy is imported at module level: textual is imported inside the command, torch only by the
+app's workers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from reachtui.errors import ReachError
+
+
+def model_name_for(spec: str) -> str:
+    """The name `load_model` gives a model (what the store calls it), found without importing torch."""
+    if spec == "demo":
+        return "demo"
+    if Path(spec).expanduser().exists():
+        from reachtui.model.load import resolve_model
+
+        return str(resolve_model(spec))
+    return spec
+
+
+def find_finished_run(store_path: Path, model: str, task, protocol, limit: int | None) -> int | None:
+    """The latest complete run of (model, task, protocol, limit) in the store, or None."""
+    if not store_path.is_file():
+        return None
+    from reachtui.store import Store
+
+    with Store(store_path, readonly=True) as store:
+        row = store.conn.execute("SELECT id FROM models WHERE name = ?", (model_name_for(model),)).fetchone()
+        task_row = store.conn.execute("SELECT id FROM tasks WHERE sha256 = ?", (task.sha256,)).fetchone()
+        if row is None or task_row is None:
+            return None
+        run = store.find_run(row[0], task_row[0], protocol.hash(), limit, statuses=("complete",))
+        return None if run is None else int(run["id"])
+
+
+def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_scan, new_run):
+    """The audit as the app's worker runs it: `job(get_runner, on_event, cancel) -> run_id`, with its own
+    store connection (made in the worker's thread) and the app's shared Runner."""
+
+    def job(get_runner, on_event, cancel) -> int:
+        from reachtui.audit import run_audit
+        from reachtui.store import Store
+
+        runner = get_runner()
+        loaded = runner.loaded
+        versions = {"device": str(loaded.device), "dtype": str(loaded.dtype)}
+        try:
+            from importlib.metadata import version
+
+            versions.update(torch=version("torch"), transformers=version("transformers"))
+        except Exception:  # noqa: BLE001 - versions are informative only
+            pass
+
+        def event(ev) -> None:
+            label = f"{ev.phase} {ev.done}/{ev.total}" if ev.phase != "failure_sets" else ev.message
+            on_event(ev.run_id, ev.done, ev.total, label or ev.phase)
+
+        with Store(store_path) as store:
+            result = run_audit(store, runner, model_name=loaded.name, model_path=str(loaded.path),
+                               model_class=loaded.arch.model_class, task=task, protocol=protocol, limit=limit,
+                               batch_size=batch_size, mlp_scan=mlp_scan, on_event=event, cancel=cancel,
+                               versions=versions, new=new_run)
+        return result.run_id
+
+    return job
+
+
+@click.command("open")
+@click.argument("model", required=False)
+@click.option("--task", "task_spec", default="demo", show_default=True,
+              help="`demo` or a JSONL file (with MODEL).")
+@click.option("--store", "store_path", type=click.Path(dir_okay=False), default=None,
+              help="Audit database [default: $REACHTUI_STORE or ./store/reachtui.sqlite].")
+@click.option("--run", "run_id", type=int, default=None, help="Browse this run of the store.")
+@click.option("--probes", default=None, help="As for audit: realized (always), sample, routes, mcts, mcts-blind.")
+@click.option("--budget", "-k", type=int, default=None, help="K: attempts per question for every probe.")
+@click.option("--temperature", type=float, default=None, help="Temperature of the sample probe.")
+@click.option("--seed", type=int, default=None, help="The protocol's seed.")
+@click.option("--limit", type=int, default=None, help="Audit only the first N questions.")
+@click.option("--mlp-scan", "mlp_scan", default="auto", show_default=True, metavar="PROBE|auto|none",
+              help="MLP scan after the probes, on failure:PROBE (auto: sample if run, else the first probe).")
+@click.option("--protocol", "protocol_file", type=click.Path(dir_okay=False), default=None,
+              help="A TOML protocol file; the flags above override its fields.")
+@click.option("--max-new-tokens", type=int, default=None, help="Generation length limit (protocol).")
+@click.option("--new", "new_run", is_flag=True, help="Start a new audit run even if one matches.")
+@click.option("--device", default="auto", show_default=True, help="auto|cpu|cuda[:N]")
+@click.option("--dtype", default="auto", show_default=True, help="auto|float32|bfloat16|float16")
+@click.option("--batch-size", type=int, default=64, show_default=True, help="Prompts per generation call.")
+@click.option("--trust-remote-code", is_flag=True, help="Allow the model's own code (off by default).")
+@click.option("--allow-download", is_flag=True, help="Fetch the model from the Hugging Face hub if not cached.")
+def open_(model, task_spec, store_path, run_id, probes, budget, temperature, seed, limit, mlp_scan, protocol_file,
+          max_new_tokens, new_run, device, dtype, batch_size, trust_remote_code, allow_download):
+    """Open the app: browse an audit question by question, filter failure sets, silence MLP blocks or
+    edit the layer route of a question and see the answer change, apply that to a whole set.
+
+    With MODEL (`demo`, a directory, or a cached HF id) the audit runs in the background unless the
+    store already has a finished run for it; without MODEL, browse the store (no model is loaded)."""
+    from reachtui.store import default_store_path
+
+    path = Path(store_path) if store_path else default_store_path()
+    launch_kw = dict(device=device, dtype=dtype, trust_remote_code=trust_remote_code, allow_download=allow_download)
+    if model is None:
+        if not path.is_file():
+            raise ReachError(f"no audit store at {path}: run `reachtui open demo` (or `reachtui audit ...`) first")
+        from reachtui.store import Store
+
+        with Store(path, readonly=True) as store:   # one clear line for a bad store or run, before the UI
+            if run_id is not None:
+                store.get_run(run_id)
+            elif store.latest_run() is None:
+                raise ReachError(f"the store {path} has no runs yet")
+        return _run_app(path, run_id, launch_kw)
+
+    from reachtui.protocol import Protocol, load_protocol_file, protocol_from_options
+    from reachtui.tasks import load_task
+
+    if batch_size < 1:
+        raise ReachError(f"--batch-size must be at least 1, not {batch_size}")
+    if limit is not None and limit < 1:
+        raise ReachError(f"--limit must be at least 1, not {limit}")
+    base = load_protocol_file(protocol_file) if protocol_file else Protocol()
+    protocol = protocol_from_options(base, probes=probes, budget=budget, temperature=temperature, seed=seed,
+                                     max_new_tokens=max_new_tokens)
+    names = [p.name for p in protocol.probes]
+    if mlp_scan in ("none", ""):
+        mlp_scan = None
+    elif mlp_scan == "auto":
+        mlp_scan = ("sample" if "sample" in names else names[0]) if names else None
+    elif mlp_scan not in names:
+        raise ReachError(f"--mlp-scan {mlp_scan}: that probe is not in this audit (probes: {', '.join(names) or 'none'})")
+    task = load_task(task_spec)
+    from reachtui.model.load import resolve_model
+
+    resolve_model(model, allow_download=allow_download)   # a missing model is one line now, not in the app
+    if run_id is None and not new_run:
+        run_id = find_finished_run(path, model, task, protocol, limit)
+    job = None
+    if run_id is None:
+        job = make_audit_job(path, task, protocol, limit=limit, batch_size=batch_size, mlp_scan=mlp_scan,
+                             new_run=new_run)
+    return _run_app(path, run_id, dict(launch_kw, model=model, audit_job=job))
+
+
+def _run_app(path: Path, run_id: int | None, launch_kw: dict) -> None:
+    from reachtui.tui.app import Launch, ReachApp
+
+    app = ReachApp(path, run_id, launch=Launch(**launch_kw))
+    app.run()
+    if app.return_code not in (None, 0):
+        raise SystemExit(app.return_code)
+
+
+open_cmd = open_

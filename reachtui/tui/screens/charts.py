@@ -1,0 +1,149 @@
+"""Charts: the MLP scan (repair % and break % per layer), reachable@k curves on one plot, pass@k."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual_plotext import PlotextPlot
+
+
+@dataclass
+class ChartData:
+    title: str
+    mlp: list[dict[str, Any]] = field(default_factory=list)  # mlp_scan rows of one set
+    mlp_set: str | None = None
+    curves: dict[str, list[float]] = field(default_factory=dict)  # probe -> reachable@k, k = 1..K
+    passk: list[float] = field(default_factory=list)  # sample pass@k, k = 1..K
+    realized: float | None = None  # realized fraction
+
+
+def chart_data(data, run) -> ChartData:
+    """Read everything the charts need for `run` from an `AuditData`."""
+    from reachtui.probes.passk import pass_at_k_curve, reachable_curve
+
+    out = ChartData(title=run.label)
+    rows = data.mlp_scan(run.id)
+    if rows:
+        sets: dict[str, list] = {}
+        for r in rows:
+            sets.setdefault(r["set_name"], []).append(r)
+        out.mlp_set, out.mlp = max(sets.items(), key=lambda kv: len(kv[1]))
+    for probe in run.probes:
+        hits, k = data.first_hits(run.id, probe)
+        if k and hits:
+            out.curves[probe] = reachable_curve(hits, k)
+    counts = data.counts(run.id, "sample") if "sample" in run.probes else []
+    if counts:
+        out.passk = [v for v in pass_at_k_curve(counts) if not math.isnan(v)]
+    realized = data.store.realized_ids(run.id)
+    if run.n_questions:
+        out.realized = len(realized) / run.n_questions
+    return out
+
+
+class MlpChart(PlotextPlot):
+    def __init__(self, cd: ChartData, **kw) -> None:
+        super().__init__(**kw)
+        self.cd = cd
+
+    def on_mount(self) -> None:
+        plt = self.plt
+        cd = self.cd
+        if not cd.mlp:
+            plt.title("no MLP scan in this run (reachtui audit … --mlp-scan)")
+            return
+        layers = [str(r["layer"]) for r in cd.mlp]
+        repair = [100.0 * (r["repair_rate"] or 0.0) for r in cd.mlp]
+        brk = [100.0 * (r["break_rate"] or 0.0) for r in cd.mlp]
+        plt.multiple_bar(layers, [repair, brk], labels=["repair % (failure set)", "break % (realized set)"],
+                         color=["green", "red"])
+        best = max(cd.mlp, key=lambda r: ((r["repair_rate"] or 0.0), -(r["break_rate"] or 0.0)))
+        plt.title(f"MLP silencing scan on {cd.mlp_set} (|F|={cd.mlp[0]['failure_n']}, "
+                  f"|R|={cd.mlp[0]['realized_n']}) · best block {best['layer']}: "
+                  f"repairs {best['repaired']}, breaks {best['broken']}")
+        plt.xlabel("silenced MLP (layer)")
+        plt.ylabel("%")
+        plt.ylim(0, 100)
+
+
+class ReachChart(PlotextPlot):
+    def __init__(self, cd: ChartData, **kw) -> None:
+        super().__init__(**kw)
+        self.cd = cd
+
+    def on_mount(self) -> None:
+        plt = self.plt
+        cd = self.cd
+        if not cd.curves:
+            plt.title("no reach probe attempts yet")
+            return
+        colors = {"sample": "cyan", "routes": "orange", "mcts": "magenta"}
+        kmax = 1
+        for probe, curve in cd.curves.items():
+            ks = list(range(1, len(curve) + 1))
+            kmax = max(kmax, len(curve))
+            plt.plot(ks, [100 * v for v in curve], label=f"{probe} reachable@k", marker="braille",
+                     color=colors.get(probe, "white"))
+        if cd.realized is not None:
+            plt.plot([1, kmax], [100 * cd.realized] * 2, label="realized", color="green")
+        plt.title("reachable@k: share of questions with a correct attempt among the first k (matched budget)")
+        plt.xlabel("k (attempts)")
+        plt.ylabel("%")
+        plt.ylim(0, 100)
+
+
+class PassChart(PlotextPlot):
+    def __init__(self, cd: ChartData, **kw) -> None:
+        super().__init__(**kw)
+        self.cd = cd
+
+    def on_mount(self) -> None:
+        plt = self.plt
+        if not self.cd.passk:
+            plt.title("no sample attempts: pass@k needs the sample probe")
+            return
+        ks = list(range(1, len(self.cd.passk) + 1))
+        plt.plot(ks, [100 * v for v in self.cd.passk], label="sample pass@k (unbiased)", marker="braille",
+                 color="cyan")
+        if self.cd.realized is not None:
+            plt.plot([1, len(ks)], [100 * self.cd.realized] * 2, label="realized", color="green")
+        plt.title("pass@k of the sample probe: 1 − C(n−c,k)/C(n,k), averaged over questions")
+        plt.xlabel("k")
+        plt.ylabel("%")
+        plt.ylim(0, 100)
+
+
+class ChartsScreen(Screen):
+    """Three tabs of charts for the open run; `1`/`2`/`3` switch, escape goes back."""
+
+    BINDINGS = [
+        Binding("escape,q,v", "app.pop_screen", "Back", id="charts.back"),
+        Binding("1", "tab('mlp')", "MLP scan", id="charts.mlp"),
+        Binding("2", "tab('reach')", "reachable@k", id="charts.reach"),
+        Binding("3", "tab('passk')", "pass@k", id="charts.passk"),
+    ]
+
+    def __init__(self, cd: ChartData, initial: str = "mlp") -> None:
+        super().__init__()
+        self.cd = cd
+        self.initial = initial
+
+    def compose(self) -> ComposeResult:
+        yield Static(self.cd.title, id="charts-title")
+        with TabbedContent(initial=self.initial):
+            with TabPane("MLP scan", id="mlp"):
+                yield MlpChart(self.cd)
+            with TabPane("reachable@k", id="reach"):
+                yield ReachChart(self.cd)
+            with TabPane("pass@k", id="passk"):
+                yield PassChart(self.cd)
+        yield Footer()
+
+    def action_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab

@@ -1,0 +1,208 @@
+"""The main screen's panes: the run header, the question detail, the live-run result, the status line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import Collapsible, ProgressBar, Static
+
+from reachtui.tui.data import Counters, RunInfo
+from reachtui.tui.diff import same_text, word_diff
+
+MAX_HITS_SHOWN = 24
+
+
+def mark(correct: bool | None) -> Text:
+    if correct is None:
+        return Text("?", style="dim")
+    return Text("✓", style="bold green") if correct else Text("✗", style="bold red")
+
+
+class RunHeader(Vertical):
+    """Model, task, protocol hash, the live counters and (while the audit runs) a progress bar."""
+
+    DEFAULT_CSS = """
+    RunHeader { height: auto; background: $panel; padding: 0 1; }
+    RunHeader #run-title { text-style: bold; }
+    RunHeader ProgressBar { display: none; }
+    RunHeader.running ProgressBar { display: block; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Static("reachtui", id="run-title")
+        yield Static("", id="run-counters")
+        yield ProgressBar(total=None, show_eta=False, id="progress")
+
+    def show(self, run: RunInfo | None, counters: Counters | None, model_status: str) -> None:
+        title = Text()
+        if run is None:
+            title.append("reachtui", style="bold")
+            title.append("  no run yet", style="dim")
+        else:
+            title.append(f"{run.model}", style="bold")
+            title.append(" · task ", style="dim")
+            title.append(f"{run.task}")
+            title.append(" · protocol ", style="dim")
+            title.append(run.protocol_hash[:8], style="bold cyan")
+            title.append(f" · run {run.id} ", style="dim")
+            style = {"complete": "green", "running": "yellow"}.get(run.status, "red")
+            title.append(run.status, style=style)
+        title.append("  │ model ", style="dim")
+        title.append(model_status, style="italic")
+        self.query_one("#run-title", Static).update(title)
+        self.query_one("#run-counters", Static).update(counter_text(run, counters))
+
+    def progress(self, done: int | None, total: int | None) -> None:
+        bar = self.query_one(ProgressBar)
+        if done is None:
+            self.remove_class("running")
+            return
+        self.add_class("running")
+        bar.update(total=total or None, progress=done)
+
+
+def counter_text(run: RunInfo | None, c: Counters | None) -> Text:
+    t = Text()
+    if run is None or c is None or not c.n:
+        t.append("waiting for the first attempts…", style="dim")
+        return t
+    t.append("realized ", style="dim")
+    t.append(f"{c.pct(c.realized):.1f}%", style="bold green")
+    if c.done < c.n:
+        t.append(f" ({c.done}/{c.n} done)", style="dim")
+    for p in run.probes:
+        t.append("  │ ", style="dim")
+        t.append(f"{p} ", style="dim")
+        t.append(f"{c.pct(c.reached[p]):.1f}%", style="bold yellow")
+        gap = c.pct(c.reached[p]) - c.pct(c.realized)
+        t.append(f"  gap {gap:+.1f}", style="")
+        t.append(f"  F={c.failure[p]}", style="bold")
+    t.append(f"  │ n={c.n}", style="dim")
+    return t
+
+
+class DetailPane(VerticalScroll):
+    """The selected question: text, gold, the default output, and the attempts that reached the gold."""
+
+    DEFAULT_CSS = """
+    DetailPane { height: 1fr; padding: 0 1; }
+    DetailPane .section { color: $text-muted; text-style: bold; margin-top: 1; }
+    DetailPane Collapsible { padding: 0; border: none; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="detail-title")
+        yield Static("", id="detail-question")
+        yield Static("", id="detail-default")
+        yield Static("", id="detail-hits-title", classes="section")
+        yield Vertical(id="detail-hits")
+
+    def show(self, question: dict[str, Any] | None, default: dict[str, Any] | None,
+             hits: list[dict[str, Any]]) -> None:
+        if not question:
+            self.query_one("#detail-title", Static).update(Text("no question selected", style="dim"))
+            for wid in ("#detail-question", "#detail-default", "#detail-hits-title"):
+                self.query_one(wid, Static).update("")
+            self.query_one("#detail-hits").remove_children()
+            return
+        title = Text()
+        title.append(f"{question['qid']}", style="bold")
+        title.append("  gold ", style="dim")
+        title.append(str(question["gold"]), style="bold green")
+        self.query_one("#detail-title", Static).update(title)
+        self.query_one("#detail-question", Static).update(Text(question["question"]))
+        d = Text()
+        d.append("default output  ", style="bold dim")
+        if default is None:
+            d.append("not yet run", style="dim")
+        else:
+            d.append_text(mark(bool(default["correct"]) if default["correct"] is not None else None))
+            d.append(f"  answer {default['answer'] if default['answer'] is not None else '∅'}\n", style="bold")
+            d.append((default["text"] or "").strip() or "(empty)")
+        self.query_one("#detail-default", Static).update(d)
+        box = self.query_one("#detail-hits")
+        box.remove_children()
+        self.query_one("#detail-hits-title", Static).update(
+            f"attempts that reached the gold: {len(hits)}" if hits else "no attempt reached the gold")
+        widgets = []
+        for h in hits[:MAX_HITS_SHOWN]:
+            how = f"route {h['route']}" if h.get("route") else (
+                f"T={h['temperature']:g}" if h.get("temperature") else "default decoding")
+            if h.get("silenced"):
+                how += f" · silence {h['silenced']}"
+            title = f"{h['probe']} #{h['attempt'] + 1} · {how} → {h['answer']}"
+            widgets.append(Collapsible(Static(Text((h["text"] or "").strip())), title=title, collapsed=True))
+        if len(hits) > MAX_HITS_SHOWN:
+            widgets.append(Static(Text(f"… and {len(hits) - MAX_HITS_SHOWN} more", style="dim")))
+        if widgets:
+            box.mount_all(widgets)
+
+
+class LivePane(Static):
+    """The answer under the edited intervention beside the default one, and how the text differs."""
+
+    DEFAULT_CSS = """
+    LivePane { height: auto; max-height: 12; padding: 0 1; border-top: solid $primary; }
+    """
+
+    def on_mount(self) -> None:
+        self.clear()
+
+    def clear(self, note: str | None = None) -> None:
+        self.update(Text(note or "live run: edit the layers below, then enter", style="dim"))
+
+    def busy(self, what: str) -> None:
+        self.update(Text(what, style="italic yellow"))
+
+    def result(self, r: dict[str, Any]) -> None:
+        """r: qid, gold, intervention (text), default_text/answer/correct (or None), text, answer,
+        correct, route, silenced, new_tokens, seconds."""
+        t = Text()
+        t.append(f"live run on {r['qid']}", style="bold")
+        t.append(f"  {r['intervention']}\n", style="bold magenta")
+        t.append("  default ", style="dim")
+        if r.get("default_text") is None:
+            t.append("(not yet run)\n", style="dim")
+        else:
+            t.append_text(mark(r["default_correct"]))
+            t.append(f" {r['default_answer'] if r['default_answer'] is not None else '∅':<8}", style="bold")
+            t.append(f" {r['default_text'].strip()}\n")
+        t.append("  edited  ", style="dim")
+        t.append_text(mark(r["correct"]))
+        t.append(f" {r['answer'] if r['answer'] is not None else '∅':<8}", style="bold")
+        t.append(f" {r['text'].strip()}\n")
+        t.append(f"  route {r['route']} · silenced {r['silenced'] or 'none'} · {r['new_tokens']} new tokens"
+                 f" · {r['seconds']:.2f} s · gold {r['gold']}\n", style="dim")
+        if r.get("default_text") is not None:
+            t.append("  diff    ", style="dim")
+            if same_text(r["default_text"], r["text"]):
+                t.append("same text as the default", style="dim")
+            else:
+                t.append_text(word_diff(r["default_text"].strip(), r["text"].strip()))
+        self.update(t)
+
+    def applied(self, a: dict[str, Any]) -> None:
+        """a: name, done, total, repaired, failure_n, broken, realized_n, status, exploration_id."""
+        t = Text()
+        t.append(f"exploration #{a['exploration_id']} ", style="bold")
+        t.append(a["name"], style="bold magenta")
+        t.append(f"  [{a['status']}] {a['done']}/{a['total']}\n", style="dim")
+        t.append("  repaired ", style="dim")
+        t.append(f"{a['repaired']}/{a['failure_n']}", style="bold green")
+        if a["failure_n"]:
+            t.append(f" ({100 * a['repaired'] / a['failure_n']:.1f}%)")
+        t.append(f" of {a['target']}", style="dim")
+        t.append("   broken ", style="dim")
+        t.append(f"{a['broken']}/{a['realized_n']}", style="bold red")
+        if a["realized_n"]:
+            t.append(f" ({100 * a['broken'] / a['realized_n']:.1f}%)")
+        t.append(" of the realized set", style="dim")
+        self.update(t)
+
+
+def legend() -> Group:
+    return Group(Text("● realized  ◆ reachable only (failure set)  ○ unreachable  … pending", style="dim"))

@@ -1,0 +1,211 @@
+"""The question table: a line-API `ScrollView` (as in Toolong) that renders only the rows on screen.
+
+Textual's `DataTable` keeps a widget-side copy of every row and costs about a second per 10,000 adds;
+this table holds a plain list of `QRow` tuples (built by `reachtui.tui.data`) and renders a row into a
+`Strip` only when it scrolls into view, so 10,000 rows open and filter in milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.binding import Binding
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from reachtui.tui.data import QRow, cell_status
+
+ID_WIDTH = 12
+PROBE_WIDTH = 9
+GLYPHS = {
+    "realized": "●",  # the default deployment already gets it
+    "reached": "◆",  # reachable under this probe only: a failure-set member
+    "unreached": "○",  # neither
+    "pending": "…",  # the audit has not got there yet
+}
+
+
+def probe_cell(status: str, first_hit: int | None) -> str:
+    """The text of one probe cell: glyph, then the first-hit attempt index (1-based) when reached."""
+    glyph = GLYPHS[status]
+    hit = "" if first_hit is None or status != "reached" else str(first_hit + 1)
+    return f" {glyph} {hit:>4}  "[:PROBE_WIDTH].ljust(PROBE_WIDTH)
+
+
+def header_text(probes: Sequence[str]) -> str:
+    cols = ["id".ljust(ID_WIDTH), " R "]
+    cols += [f" {p[:PROBE_WIDTH - 2]}".ljust(PROBE_WIDTH) for p in probes]
+    cols.append(" question")
+    return "".join(cols)
+
+
+class QuestionTable(ScrollView, can_focus=True):
+    """One line per question: id, realized mark, a status glyph + first hit per probe, first line."""
+
+    COMPONENT_CLASSES = {
+        "questiontable--cursor",
+        "questiontable--realized",
+        "questiontable--reached",
+        "questiontable--unreached",
+        "questiontable--pending",
+        "questiontable--id",
+    }
+
+    DEFAULT_CSS = """
+    QuestionTable { height: 1fr; overflow-x: hidden; }
+    QuestionTable > .questiontable--cursor { background: $primary 35%; text-style: bold; }
+    QuestionTable:focus > .questiontable--cursor { background: $primary 70%; }
+    QuestionTable > .questiontable--realized { color: $success; }
+    QuestionTable > .questiontable--reached { color: $warning; text-style: bold; }
+    QuestionTable > .questiontable--unreached { color: $error; }
+    QuestionTable > .questiontable--pending { color: $text-muted; }
+    QuestionTable > .questiontable--id { color: $text-muted; }
+    """
+
+    BINDINGS = [
+        Binding("down,j", "cursor_down", "Down", show=False, id="table.down"),
+        Binding("up,k", "cursor_up", "Up", show=False, id="table.up"),
+        Binding("pagedown,ctrl+f,ctrl+d", "page_down", "Page down", show=False, id="table.page_down"),
+        Binding("pageup,ctrl+b,ctrl+u", "page_up", "Page up", show=False, id="table.page_up"),
+        Binding("home,g", "first", "First", show=False, id="table.first"),
+        Binding("end,G", "last", "Last", show=False, id="table.last"),
+    ]
+
+    cursor: reactive[int] = reactive(0, always_update=False)
+
+    class Highlighted(Message):
+        """The cursor moved onto a question (or the view emptied: qid None)."""
+
+        def __init__(self, table: QuestionTable, qid: str | None) -> None:
+            super().__init__()
+            self.table = table
+            self.qid = qid
+
+    def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None):
+        super().__init__(name=name, id=id, classes=classes)
+        self.rows: list[QRow] = []
+        self.probes: tuple[str, ...] = ()
+        self._index: dict[str, int] = {}
+        self._last_posted: str | None = None
+
+    # ---- data -------------------------------------------------------------------------------------
+
+    def set_rows(self, rows: list[QRow], probes: Sequence[str], *, keep_qid: str | None = None) -> None:
+        """Replace the view. The cursor stays on `keep_qid` (or the current question) if still shown."""
+        current = keep_qid if keep_qid is not None else self.current_qid
+        self.rows = rows
+        self.probes = tuple(probes)
+        self._index = {r.qid: i for i, r in enumerate(rows)}
+        self.virtual_size = Size(self.size.width, len(rows))
+        target = self._index.get(current, None) if current is not None else None
+        if target is None:
+            target = min(self.cursor, max(len(rows) - 1, 0))
+        self.set_reactive(QuestionTable.cursor, target)
+        self._scroll_cursor_into_view()
+        self.refresh()
+        self._post_highlight()
+
+    @property
+    def current_qid(self) -> str | None:
+        if 0 <= self.cursor < len(self.rows):
+            return self.rows[self.cursor].qid
+        return None
+
+    @property
+    def row_ids(self) -> list[str]:
+        return [r.qid for r in self.rows]
+
+    def select_qid(self, qid: str) -> bool:
+        i = self._index.get(qid)
+        if i is None:
+            return False
+        self.cursor = i
+        return True
+
+    # ---- cursor -----------------------------------------------------------------------------------
+
+    def validate_cursor(self, value: int) -> int:
+        return max(0, min(value, len(self.rows) - 1)) if self.rows else 0
+
+    def watch_cursor(self, old: int, new: int) -> None:
+        self._scroll_cursor_into_view()
+        self.refresh()
+        self._post_highlight()
+
+    def _post_highlight(self) -> None:
+        qid = self.current_qid
+        if qid != self._last_posted:
+            self._last_posted = qid
+            self.post_message(self.Highlighted(self, qid))
+
+    def _scroll_cursor_into_view(self) -> None:
+        height = max(self.scrollable_content_region.height, 1)
+        top = round(self.scroll_y)
+        if self.cursor < top:
+            self.scroll_to(y=self.cursor, animate=False, immediate=True)
+        elif self.cursor >= top + height:
+            self.scroll_to(y=self.cursor - height + 1, animate=False, immediate=True)
+
+    def action_cursor_down(self) -> None:
+        self.cursor += 1
+
+    def action_cursor_up(self) -> None:
+        self.cursor -= 1
+
+    def action_page_down(self) -> None:
+        self.cursor += max(self.scrollable_content_region.height - 1, 1)
+
+    def action_page_up(self) -> None:
+        self.cursor -= max(self.scrollable_content_region.height - 1, 1)
+
+    def action_first(self) -> None:
+        self.cursor = 0
+
+    def action_last(self) -> None:
+        self.cursor = len(self.rows) - 1
+
+    def on_click(self, event: events.Click) -> None:
+        y = round(self.scroll_y) + event.y
+        if 0 <= y < len(self.rows):
+            self.cursor = y
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.virtual_size = Size(event.size.width, len(self.rows))
+        self._scroll_cursor_into_view()
+
+    # ---- rendering --------------------------------------------------------------------------------
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        index = round(self.scroll_y) + y
+        base = self.rich_style
+        if index >= len(self.rows):
+            return Strip.blank(width, base)
+        row = self.rows[index]
+        cursor = index == self.cursor
+        style = base + self.get_component_rich_style("questiontable--cursor") if cursor else base
+        segments = [Segment(f"{row.qid[:ID_WIDTH - 1]:<{ID_WIDTH}}", self._part(style, "id", cursor))]
+        if row.realized is None:
+            segments.append(Segment(" … ", self._part(style, "pending", cursor)))
+        elif row.realized:
+            segments.append(Segment(" ✓ ", self._part(style, "realized", cursor)))
+        else:
+            segments.append(Segment(" ✗ ", self._part(style, "unreached", cursor)))
+        for p in range(len(self.probes)):
+            status = cell_status(row, p)
+            segments.append(Segment(probe_cell(status, row.first_hit[p]), self._part(style, status, cursor)))
+        segments.append(Segment(" " + row.text, style))
+        strip = Strip(segments).adjust_cell_length(width, style)
+        return strip.apply_offsets(0, index)
+
+    def _part(self, style: Style, part: str, cursor: bool) -> Style:
+        colour = self.get_component_rich_style(f"questiontable--{part}", partial=True)
+        if cursor:
+            return style + Style(color=colour.color, bold=colour.bold)
+        return style + colour
