@@ -436,11 +436,14 @@ ORDERED_PROBES = ("routes", "mcts", "mcts-blind")
 
 def _conn(source: Any) -> sqlite3.Connection:
     """A sqlite3 connection from a Store, a sqlite_utils Database or a connection."""
-    if hasattr(source, "db"):
-        source = source.db
-    if hasattr(source, "conn"):
-        source = source.conn
-    return source
+    if isinstance(source, sqlite3.Connection):
+        return source
+    conn = getattr(source, "conn", None)  # Store.conn (plain sqlite3), sqlite_utils Database.conn
+    if conn is None and hasattr(source, "db"):
+        conn = source.db.conn
+    if conn is None:
+        raise TypeError(f"not a store or a connection: {source!r}")
+    return conn
 
 
 def _probe_sort_key(probe: str) -> tuple:
@@ -482,7 +485,8 @@ def resolve_run(source: Any, spec: str | int | None) -> int:
 def run_info(source: Any, run_id: int) -> dict[str, Any]:
     con = _conn(source)
     cur = con.execute(
-        """SELECT r.id, m.name, t.name, t.sha256, r.protocol_hash, r.status, r.source, r.n_questions
+        """SELECT r.id, m.name, t.name, t.sha256, r.protocol_hash, r.status, r.source, r.n_questions,
+                  r.protocol_json
            FROM runs r JOIN models m ON m.id = r.model_id JOIN tasks t ON t.id = r.task_id
            WHERE r.id = ?""",
         (run_id,),
@@ -491,7 +495,32 @@ def run_info(source: Any, run_id: int) -> dict[str, Any]:
     if row is None:
         raise ReachError(f"no run {run_id} in the audit store")
     keys = ("run", "model", "task", "task_sha256", "protocol_hash", "status", "source", "n_questions")
-    return dict(zip(keys, row))
+    info = dict(zip(keys, row))
+    try:
+        protocol = json.loads(row[8]) if row[8] else {}
+    except ValueError:
+        protocol = {}
+    info["protocol"] = protocol if isinstance(protocol, dict) else {}
+    return info
+
+
+def _budgets(info: dict[str, Any]) -> dict[str, int]:
+    out = {}
+    for p in info["protocol"].get("probes") or []:
+        try:
+            out[str(p["name"])] = int(p["budget"])
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
+def _chance(info: dict[str, Any], budget: int | None) -> float | None:
+    """Multiple choice with m options: 1 - (1 - 1/m)^K, the chance that K blind guesses hit."""
+    proto = info["protocol"]
+    m = proto.get("choices") if proto.get("answer_format") == "choice" else None
+    if not m or not budget:
+        return None
+    return 1.0 - (1.0 - 1.0 / int(m)) ** budget
 
 
 def run_probes(source: Any, run_id: int) -> list[str]:
@@ -584,6 +613,7 @@ SUMMARY_COLUMNS = [
     Column("task"),
     Column("protocol_hash", label="protocol"),
     Column("probe"),
+    Column("budget", "int", label="K"),
     Column("n", "int"),
     Column("realized", "frac"),
     Column("reachable", "frac"),
@@ -593,52 +623,100 @@ SUMMARY_COLUMNS = [
     Column("retained", "frac", label="retained (vote)", signed=True),
     Column("retained_logprob", "frac", label="retained (logprob)", signed=True),
     Column("failure_set_size", "int", label="failure set"),
+    Column("chance", "frac"),
 ]
+
+
+def summary_rows(source: Any, run_id: int) -> list[dict[str, Any]]:
+    """The run's numbers per probe, as plain dicts (fractions in 0..1): a "realized" row first, then one
+    row per reachability probe with attempts, in display order. Keys (the same as
+    `reachtui.summary.summarize`, which the audit's closing table uses; tests hold the two equal):
+
+        probe, budget, n, n_attempted, realized, reachable, gap, blind_vote, blind_logprob,
+        retained_vote, retained_logprob, failure, chance, pass_at_k, reachable_at_k
+
+    n is the run's question count; realized is attempt 0 of the "realized" probe; reachable: some
+    attempt of the probe correct; blind_*: the answer-blind selectors of reachtui.probes.blind (in SQL);
+    retained = (blind - realized) / (reachable - realized); failure: the frozen set failure:<probe>,
+    else the live count (reachable, realized known wrong); chance: 1 - (1 - 1/m)^K for m-way multiple
+    choice; pass_at_k (sample) / reachable_at_k (routes, mcts, mcts-blind): the curve for k = 1..K
+    when every question has attempts, else None.
+    """
+    con = _conn(source)
+    info = run_info(con, run_id)
+    budgets = _budgets(info)
+    params = {"run": run_id}
+    n, n_real_done, n_realized = con.execute(
+        f"WITH {_RUN_QUESTIONS}, {_REALIZED} SELECT (SELECT count(*) FROM rq), "
+        "(SELECT count(*) FROM real), (SELECT coalesce(sum(ok = 1), 0) FROM real)",
+        params,
+    ).fetchone()
+    realized = _frac(n_realized, n)
+    rows: list[dict[str, Any]] = [dict(
+        probe="realized", budget=1, n=n, n_attempted=n_real_done, realized=realized, reachable=realized,
+        gap=0.0, blind_vote=realized, blind_logprob=realized, retained_vote=math.nan,
+        retained_logprob=math.nan, failure=0, chance=_chance(info, 1), pass_at_k=None, reachable_at_k=None)]
+    per_probe = con.execute(
+        f"""WITH {_PER_PROBE}, {_BLIND}, {_REALIZED},
+             fs AS (SELECT probe, max(size) AS size FROM failure_sets
+                    WHERE run_id = :run AND name = 'failure:' || probe GROUP BY probe)
+           SELECT pq.probe, count(*) AS done, sum(pq.hit) AS reach,
+                  (SELECT coalesce(sum(correct = 1), 0) FROM vote_pick v WHERE v.probe = pq.probe),
+                  (SELECT coalesce(sum(correct = 1), 0) FROM lp_pick l WHERE l.probe = pq.probe),
+                  (SELECT size FROM fs WHERE fs.probe = pq.probe),
+                  sum(pq.hit = 1 AND real.ok = 0), max(pq.n)
+           FROM pq LEFT JOIN real ON real.question_id = pq.question_id GROUP BY pq.probe""",
+        params,
+    ).fetchall()
+    curves = _curves(con, run_id)
+    for probe, done, reach, vote, lp, frozen, live, max_n in sorted(per_probe, key=lambda r: _probe_sort_key(r[0])):
+        reachable = _frac(reach, n)
+        b_vote, b_lp = _frac(vote, n), _frac(lp, n)
+        budget = budgets.get(probe, max_n)
+        curve = None
+        if done == n and probe in curves:
+            points = curves[probe][1]
+            curve = [v for k, v, _c in points if k <= budget] if probe in ORDERED_PROBES else \
+                [v if c == n else math.nan for k, v, c in points if k <= budget]
+        rows.append(dict(
+            probe=probe, budget=budget, n=n, n_attempted=done, realized=realized, reachable=reachable,
+            gap=reachable - realized, blind_vote=b_vote, blind_logprob=b_lp,
+            retained_vote=ratio(_diff(b_vote, realized), reachable - realized),
+            retained_logprob=ratio(_diff(b_lp, realized), reachable - realized),
+            failure=frozen if frozen is not None else (live or 0), chance=_chance(info, budget),
+            pass_at_k=None if probe in ORDERED_PROBES else curve,
+            reachable_at_k=curve if probe in ORDERED_PROBES else None))
+    return rows
 
 
 def summary_table(source: Any, run_ids: Sequence[int]) -> Table:
     """One row per (run, reachability probe): realized, reachable, gap, answer-blind accuracies,
-    retained = (blind - realized) / (reachable - realized), and the frozen failure set's size.
-    Fractions are over the run's questions; realized is attempt 0 of the "realized" probe."""
+    retained = (blind - realized) / (reachable - realized), the failure set's size, and the chance
+    baseline for multiple choice (see `summary_rows`). A run without any probe gets one realized row."""
     con = _conn(source)
     rows: list[tuple] = []
     notes: list[str] = []
     for run_id in run_ids:
         info = run_info(con, run_id)
-        head = con.execute(
-            f"WITH {_RUN_QUESTIONS}, {_REALIZED} SELECT (SELECT count(*) FROM rq), "
-            "(SELECT count(*) FROM real), (SELECT sum(ok = 1) FROM real)",
-            {"run": run_id},
-        ).fetchone()
-        n, n_real_done, n_realized = head[0], head[1], head[2] or 0
-        realized = _frac(n_realized, n) if n_real_done else math.nan
-        per_probe = con.execute(
-            f"""WITH {_PER_PROBE}, {_BLIND},
-                 fs AS (SELECT probe, max(size) AS size FROM failure_sets
-                        WHERE run_id = :run AND name = 'failure:' || probe GROUP BY probe)
-               SELECT pq.probe, count(*) AS done, sum(pq.hit) AS reach,
-                      (SELECT coalesce(sum(correct = 1), 0) FROM vote_pick v WHERE v.probe = pq.probe),
-                      (SELECT coalesce(sum(correct = 1), 0) FROM lp_pick l WHERE l.probe = pq.probe),
-                      (SELECT size FROM fs WHERE fs.probe = pq.probe)
-               FROM pq GROUP BY pq.probe""",
-            {"run": run_id},
-        ).fetchall()
-        per_probe.sort(key=lambda r: _probe_sort_key(r[0]))
-        for probe, _done, reach, vote, lp, fsize in per_probe:
-            reachable = _frac(reach, n)
-            gap = _diff(reachable, realized)
-            b_vote, b_lp = _frac(vote, n), _frac(lp, n)
+        got = summary_rows(con, run_id)
+        realized_row, probe_rows = got[0], got[1:] or got[:1]
+        n = realized_row["n"]
+        realized = realized_row["realized"] if realized_row["n_attempted"] else math.nan
+        for r in probe_rows:
+            is_probe = r["probe"] != "realized"
             rows.append((
-                run_id, info["model"], info["task"], info["protocol_hash"], probe, n,
-                realized, reachable, gap, b_vote, b_lp,
-                ratio(_diff(b_vote, realized), gap), ratio(_diff(b_lp, realized), gap), fsize,
+                run_id, info["model"], info["task"], info["protocol_hash"], r["probe"], r["budget"], n,
+                realized,
+                r["reachable"] if is_probe else math.nan,
+                _diff(r["reachable"], realized) if is_probe else math.nan,
+                r["blind_vote"] if is_probe else math.nan,
+                r["blind_logprob"] if is_probe else math.nan,
+                r["retained_vote"] if is_probe else math.nan,
+                r["retained_logprob"] if is_probe else math.nan,
+                r["failure"] if is_probe else None,
+                r["chance"],
             ))
-        if not per_probe:
-            rows.append((run_id, info["model"], info["task"], info["protocol_hash"], "realized", n,
-                         realized) + (math.nan,) * 6 + (None,))
-        done = {p: d for p, d, *_ in per_probe}
-        if n_real_done < n:
-            done = {"realized": n_real_done, **done}
+        done = {r["probe"]: r["n_attempted"] for r in got}
         notes += _run_notes(info, done, n)
     title = "Realized vs reachable per probe" + _runs_label(run_ids)
     return Table("summary", title, list(SUMMARY_COLUMNS), rows, notes=notes)
@@ -726,6 +804,43 @@ PASSK_COLUMNS = [
 ]
 
 
+def _curves(con: sqlite3.Connection, run_id: int) -> dict[str, tuple[str, list[tuple[int, float, int]]]]:
+    """{probe: (estimator, [(k, value, questions counted), ...])} for k = 1..max attempts.
+
+    pass@k (unordered probes): the mean over questions with at least k attempts of the unbiased
+    estimator. reachable@k (routes, mcts, mcts-blind): the share of questions whose first hit is < k,
+    over the questions that have a hit before k or at least k attempts. Python only loops over the
+    distinct (n, c, first_hit) groups that SQL returns, never over attempts."""
+    groups = con.execute(
+        f"""WITH {_PER_PROBE}
+            SELECT probe, n, c, first_hit, count(*) FROM pq GROUP BY probe, n, c, first_hit""",
+        {"run": run_id},
+    ).fetchall()
+    by_probe: dict[str, list[tuple[int, int, int | None, int]]] = {}
+    for probe, n, c, first, count in groups:
+        by_probe.setdefault(probe, []).append((n, c, first, count))
+    out = {}
+    for probe in sorted(by_probe, key=_probe_sort_key):
+        g = by_probe[probe]
+        ordered = probe in ORDERED_PROBES
+        points = []
+        for k in range(1, max(n for n, *_ in g) + 1):
+            total, counted = 0.0, 0
+            for n, c, first, count in g:
+                if ordered:
+                    if first is not None and first < k:
+                        total += count
+                        counted += count
+                    elif n >= k:
+                        counted += count
+                elif n >= k:
+                    total += count * pass_at_k(n, c, k)
+                    counted += count
+            points.append((k, total / counted if counted else math.nan, counted))
+        out[probe] = ("reachable@k" if ordered else "pass@k", points)
+    return out
+
+
 def passk_table(source: Any, run_ids: Sequence[int]) -> Table:
     """Budget curves for k = 1..K per probe: unbiased pass@k for `sample` (and other unordered probes),
     reachable@k (first hit < k) for routes and mcts. A question counts at k only when it has at least
@@ -734,42 +849,14 @@ def passk_table(source: Any, run_ids: Sequence[int]) -> Table:
     rows: list[tuple] = []
     notes: list[str] = []
     for run_id in run_ids:
-        params = {"run": run_id}
-        n_run = con.execute(f"WITH {_RUN_QUESTIONS} SELECT count(*) FROM rq", params).fetchone()[0]
-        # Distinct (n, c, first_hit) combinations with their question counts: Python only loops over
-        # these few groups, never over attempts.
-        groups = con.execute(
-            f"""WITH {_PER_PROBE}
-                SELECT probe, n, c, first_hit, count(*) FROM pq GROUP BY probe, n, c, first_hit""",
-            params,
-        ).fetchall()
-        by_probe: dict[str, list[tuple[int, int, int | None, int]]] = {}
-        for probe, n, c, first, count in groups:
-            by_probe.setdefault(probe, []).append((n, c, first, count))
-        for probe in sorted(by_probe, key=_probe_sort_key):
-            g = by_probe[probe]
-            big_k = max(n for n, *_ in g)
-            ordered = probe in ORDERED_PROBES
-            for k in range(1, big_k + 1):
-                total, counted = 0.0, 0
-                for n, c, first, count in g:
-                    if ordered:
-                        if first is not None and first < k:
-                            total += count
-                            counted += count
-                        elif n >= k:
-                            counted += count
-                    elif n >= k:
-                        total += count * pass_at_k(n, c, k)
-                        counted += count
-                value = total / counted if counted else math.nan
-                rows.append((run_id, probe, "reachable@k" if ordered else "pass@k", k, value, counted))
-            short = sum(cnt for n, _c, _f, cnt in g if n < big_k)
-            if short:
-                notes.append(f"run {run_id}, {probe}: {short} question(s) have fewer than {big_k} attempts")
-            missing = n_run - sum(cnt for *_x, cnt in g)
-            if missing > 0:
-                notes.append(f"run {run_id}, {probe}: {missing} question(s) have no attempts yet")
+        n_run = con.execute(f"WITH {_RUN_QUESTIONS} SELECT count(*) FROM rq", {"run": run_id}).fetchone()[0]
+        for probe, (estimator, points) in _curves(con, run_id).items():
+            rows += [(run_id, probe, estimator, k, value, counted) for k, value, counted in points]
+            big_k = len(points)
+            short = n_run - points[-1][2]
+            if short > 0:
+                notes.append(f"run {run_id}, {probe}: {short} question(s) have fewer than {big_k} attempts "
+                             "(or none yet): left out where k is beyond them")
     title = "Budget curves: pass@k (sample), reachable@k (routes, mcts)" + _runs_label(run_ids)
     return Table("passk", title, list(PASSK_COLUMNS), rows, notes=notes)
 

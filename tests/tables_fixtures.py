@@ -19,7 +19,7 @@ def make_task(name: str, n: int, *, prefix: str = "q") -> SimpleNamespace:
 
 
 def add_run(store: Store, model: str, task, protocol_hash: str, data: dict, *, status: str = "complete",
-            failure_sets: bool = True) -> int:
+            failure_sets: bool = True, protocol: dict | None = None) -> int:
     """A run whose attempts are `data`: {qid: {probe: [(correct, answer, mean_logprob), ...]}}.
 
     The realized probe gets a one-element list. Failure sets failure:<probe> are frozen from the store's
@@ -27,7 +27,14 @@ def add_run(store: Store, model: str, task, protocol_hash: str, data: dict, *, s
     model_id = store.upsert_model(model)
     task_id = store.upsert_task(task)
     ids = store.task_question_ids(task_id)
-    run_id = store.create_run(model_id, task_id, protocol_json={"hash": protocol_hash},
+    if protocol is None:  # the protocol's probes and budgets, as an audit records them
+        budgets: dict[str, int] = {}
+        for per_probe in data.values():
+            for probe, attempts in per_probe.items():
+                if probe != "realized" and not probe.startswith(("mlp:", "explore:")):
+                    budgets[probe] = max(budgets.get(probe, 0), len(attempts))
+        protocol = {"answer_format": "number", "probes": [{"name": p, "budget": k} for p, k in budgets.items()]}
+    run_id = store.create_run(model_id, task_id, protocol_json=protocol,
                               protocol_hash=protocol_hash, question_ids=[ids[q] for q in data])
     rows = []
     probes = set()

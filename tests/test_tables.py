@@ -499,6 +499,35 @@ def test_summary_round_trip_values_match_store_queries(store_path):
         assert mine[probe]["failure_set_size"] == theirs[probe]["failure"]
 
 
+def _same(a, b):
+    if isinstance(a, list) or isinstance(b, list):
+        return a is not None and b is not None and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and math.isnan(a):
+        return isinstance(b, float) and math.isnan(b)
+    if isinstance(a, float) or isinstance(b, float):
+        return b is not None and math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-12)
+    return a == b
+
+
+def test_summary_rows_equal_the_audit_closing_summary(store_path, tmp_path):
+    """One definition: tables.summary_rows (SQL) gives exactly reachtui.summary.summarize's numbers."""
+    summary = pytest.importorskip("reachtui.summary")
+    task = make_task("mc", 12)
+    data = random_data(task, 5, probes=("sample", "routes"), k=4)
+    with Store(tmp_path / "mc.sqlite") as store:
+        mc = add_run(store, "m", task, "h", data, protocol={
+            "answer_format": "choice", "choices": 4,
+            "probes": [{"name": "sample", "budget": 4}, {"name": "routes", "budget": 4}]})
+        cases = [(store, mc)]
+        with Store(store_path, readonly=True) as main:
+            for s, run in cases + [(main, 1)]:
+                mine, theirs = T.summary_rows(s, run), summary.summarize(s, run)
+                assert [r["probe"] for r in mine] == [r["probe"] for r in theirs]
+                for a, b in zip(mine, theirs):
+                    for key in b:
+                        assert _same(a[key], b[key]), (run, a["probe"], key, a[key], b[key])
+
+
 def test_latex_is_plain_ascii_booktabs(store_path):
     tex = export(store_path, "summary", "--run", "1", "--format", "latex")
     assert re.search(r"\\begin\{tabular\}\{[lr]+\}", tex)
