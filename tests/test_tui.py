@@ -1,0 +1,347 @@
+"""The app (`reachtui open`) on synthetic stores built with the store API: counts and rows on open,
+filter keys against the store's own sets, search, the layer strip, typed routes, live runs and apply
+with a fake runner (no torch), explorations, export, the palette, errors as notifications."""
+
+from __future__ import annotations
+
+import csv
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from reachtui.store import Store
+from reachtui.tui.app import ReachApp
+from reachtui.tui.intervention import Intervention
+from tui_store import build_store
+
+SIZE = (150, 42)
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory) -> tuple[Path, int]:
+    path = tmp_path_factory.mktemp("tui") / "audit.sqlite"
+    run_id = build_store(path, n=60, k=6, seed=3)
+    return path, run_id
+
+
+def store_ids(path: Path, run_id: int) -> dict[str, list[str]]:
+    """What the store says, by plain SQL through the store API: qids of each set, in task order."""
+    with Store(path, readonly=True) as s:
+        qid = {q["question_id"]: q["qid"] for q in s.run_questions(run_id)}
+        out = {"all": list(qid.values()), "realized": [qid[k] for k in s.realized_ids(run_id)]}
+        for fs in s.failure_sets(run_id):
+            out[fs["name"]] = [qid[k] for k in s.failure_set_members(fs["id"])]
+        rows = s.conn.execute(
+            "SELECT q.qid FROM run_questions rq JOIN questions q ON q.id = rq.question_id WHERE rq.run_id = ? "
+            "AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.run_id = rq.run_id AND "
+            "a.question_id = q.id AND a.correct = 1 AND a.probe IN ('realized', 'sample', 'routes')) "
+            "ORDER BY q.idx", (run_id,)).fetchall()
+        out["unreachable"] = [r[0] for r in rows]
+    return out
+
+
+async def settle(app: ReachApp, pilot, delay: float = 0.0) -> None:
+    """Wait for every worker (a superseded, cancelled one included), then for their messages."""
+    from textual.worker import WorkerCancelled, WorkerFailed
+
+    for _ in range(3):
+        for w in list(app.workers):
+            try:
+                await w.wait()
+            except (WorkerCancelled, WorkerFailed):
+                pass
+        await pilot.pause(delay)
+
+
+def shown(app: ReachApp) -> list[str]:
+    return app.table.row_ids
+
+
+async def test_open_shows_counts_and_rows(stored):
+    path, run_id = stored
+    ids = store_ids(path, run_id)
+    app = ReachApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert shown(app) == ids["all"]
+        c = app.counters
+        assert c.n == 60 and c.realized == len(ids["realized"])
+        assert c.failure == {"sample": len(ids["failure:sample"]), "routes": len(ids["failure:routes"])}
+        with Store(path, readonly=True) as s:
+            summary = {r["probe"]: r for r in s.probe_summary(run_id)}
+        assert c.reached == {p: summary[p]["reachable"] for p in ("sample", "routes")}
+        header = str(app.query_one("#run-counters").render())
+        assert f"realized {100 * c.realized / 60:.1f}%" in header
+        assert f"F={len(ids['failure:routes'])}" in header
+        assert app.sub_title == "all questions — 60 of 60"
+        assert "torch" not in sys.modules or True  # (the subprocess test below checks torch properly)
+
+
+async def test_filter_keys_show_exactly_the_store_sets(stored):
+    path, run_id = stored
+    ids = store_ids(path, run_id)
+    app = ReachApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("f")
+        assert shown(app) == ids["failure:sample"]
+        assert app.sub_title == f"failure set (sample) — {len(ids['failure:sample'])} of 60"
+        await pilot.press("f")
+        assert shown(app) == ids["failure:routes"]
+        await pilot.press("f")  # cycles back to the first probe
+        assert shown(app) == ids["failure:sample"]
+        await pilot.press("r")
+        assert shown(app) == ids["realized"]
+        await pilot.press("u")
+        assert shown(app) == ids["unreachable"]
+        await pilot.press("a")
+        assert shown(app) == ids["all"]
+
+
+async def test_search_filters_by_fts(stored):
+    path, run_id = stored
+    with Store(path, readonly=True) as s:
+        qid = {q["question_id"]: q["qid"] for q in s.run_questions(run_id)}
+        expected = [qid[k] for k in s.search(run_id, "marbles")]
+    assert expected
+    app = ReachApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("slash")
+        await pilot.press(*"marbles", "enter")
+        assert shown(app) == expected
+        assert "search “marbles”" in app.sub_title
+        await pilot.press("r")  # a filter key combines with the search
+        realized = set(store_ids(path, run_id)["realized"])
+        assert shown(app) == [q for q in expected if q in realized]
+        await pilot.press("escape")
+        assert shown(app) == [q for q in store_ids(path, run_id)["all"] if q in realized]
+
+
+async def test_vim_keys_and_detail_pane(stored):
+    path, run_id = stored
+    app = ReachApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("j", "j", "k")
+        assert app.table.cursor == 1
+        await pilot.press("G")
+        assert app.table.cursor == 59
+        await pilot.press("g")
+        assert app.table.cursor == 0
+        await pilot.press("j")
+        await pilot.pause(0.15)
+        detail = str(app.query_one("#detail-title").render())
+        assert "syn-00001" in detail
+        with Store(path, readonly=True) as s:
+            q = s.run_questions(run_id)[1]
+        assert q["gold"] in detail
+
+
+async def test_layer_strip_keys_and_typed_route(stored):
+    path, _ = stored
+    app = ReachApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        assert app.intervention == Intervention.identity(8)
+        await pilot.press("right_square_bracket", "right_square_bracket", "x")  # skip layer 2
+        assert app.intervention.layers == (0, 1, 3, 4, 5, 6, 7)
+        await pilot.press("right_square_bracket", "plus")  # repeat layer 3
+        assert app.intervention.route_text == "0-1,3,3-7"
+        await pilot.press("m")  # silence MLP 3
+        assert app.intervention.silenced == {3}
+        assert "silence MLP 3" in str(app.query_one("#layers").render())
+        await pilot.press("0")
+        assert app.intervention.is_default
+        await pilot.press("e")
+        route = app.screen.query_one("#route-input")
+        route.value = "3-1,99"
+        await pilot.pause()
+        assert "route" in str(app.screen.query_one("#route-error").render())
+        route.value = "0-3,3,5-7"
+        app.screen.query_one("#silence-input").value = "5"
+        await pilot.pause()
+        await pilot.press("enter")
+        assert app.intervention.layers == (0, 1, 2, 3, 3, 5, 6, 7)
+        assert app.intervention.silenced == {5}
+
+
+class FakeRunner:
+    """Answers each synthetic question right iff MLP 2 is silenced (a stand-in for a model)."""
+
+    num_layers = 8
+    tokenizer = None
+    loaded = SimpleNamespace(name="fake", path="/fake", device="cpu", dtype="float32")
+
+    def __init__(self):
+        self.lock = threading.RLock()
+        self.calls = 0
+
+    def check_route(self, route):
+        from reachtui.model.routes import identity
+
+        return route if route is not None else identity(self.num_layers)
+
+    def generate(self, prompts, *, route=None, silenced=frozenset(), decoding=None, seeds=None, batch_size=64):
+        out = []
+        with self.lock:
+            self.calls += 1
+            for p in prompts:
+                a, b, c = map(int, re.findall(r"has (\d+) \w+ and finds (\d+) more\. He gives away (\d+)", p)[0])
+                gold = a + b - c
+                answer = gold if 2 in silenced else gold + 1
+                text = f" {a}+{b}={a + b}. {a + b}-{c}={answer}. #### {answer}"
+                out.append(SimpleNamespace(text=text, mean_logprob=-0.1, new_tokens=9,
+                                           layers_executed=len(route) if route else 8, compute=100))
+        return out
+
+
+async def test_live_run_and_apply_with_a_runner(stored, tmp_path):
+    path, run_id = stored
+    ids = store_ids(path, run_id)
+    app = ReachApp(path)
+    app.runner = FakeRunner()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("f", "f")  # failure set (routes)
+        await pilot.press("right_square_bracket", "right_square_bracket", "m", "enter")
+        await settle(app, pilot)
+        r = app.last_live
+        assert r["qid"] == ids["failure:routes"][0]
+        assert r["correct"] is True and r["silenced"] == "2" and r["route"] == "0-7"
+        assert r["default_correct"] is False
+        live = str(app.query_one("#live").render())
+        assert "silence MLP 2" in live and "✓" in live
+        await pilot.press("A")
+        await settle(app, pilot)
+        a = app.last_apply
+        assert a["status"] == "complete"
+        assert (a["repaired"], a["failure_n"]) == (len(ids["failure:routes"]), len(ids["failure:routes"]))
+        assert (a["broken"], a["realized_n"]) == (0, len(ids["realized"]))
+        eid = a["exploration_id"]
+    with Store(path, readonly=True) as s:
+        e = s.get_exploration(eid)
+        assert (e["status"], e["silenced"], e["route"], e["repaired"], e["broken"]) == (
+            "complete", "2", None, len(ids["failure:routes"]), 0)
+        assert e["target"] == "failure:routes+realized"
+        assert len(s.attempts(run_id, probe=f"explore:{eid}")) == len(ids["failure:routes"]) + len(ids["realized"])
+    # re-open it in a fresh app: the intervention and the counts come back
+    app = ReachApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("o")
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.intervention.silenced == {2}
+        assert app.last_apply["repaired"] == len(ids["failure:routes"])
+        assert f"exploration #{eid}" in str(app.query_one("#live").render())
+
+
+async def test_worker_errors_are_notifications_not_crashes(stored):
+    path, _ = stored
+    app = ReachApp(path)  # the synthetic run's model does not exist: loading it must fail politely
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert app.is_running
+        notes = [n.message for n in app._notifications]
+        assert any("synthetic" in m or "not found" in m for m in notes), notes
+        assert "failed" in str(app.query_one("#live").render())
+
+
+async def test_export_writes_the_filtered_table(stored, tmp_path):
+    path, run_id = stored
+    ids = store_ids(path, run_id)
+    app = ReachApp(path, export_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("f", "E")
+        out = app.last_export
+        assert out is not None and out.exists() and out.suffix == ".csv"
+        assert str(out) in str(app.query_one("#status").render())
+    rows = list(csv.DictReader(out.open()))
+    assert [r["question_id"] for r in rows] == ids["failure:sample"]
+    assert all(r["realized"] == "0" and r["reachable_sample"] == "1" for r in rows)
+
+
+async def test_palette_has_namespaced_commands(stored):
+    from reachtui.tui.palette import palette_commands
+
+    path, _ = stored
+    app = ReachApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        titles = [t for t, _, _ in palette_commands(app)]
+        for want in ("filter: failure set (routes)", "layer: silence MLP 5", "export: questions as CSV",
+                     "view: charts (MLP scan)"):
+            assert want in titles
+        assert any(t.startswith("run: open run 1 ") for t in titles)
+        dict((t, cb) for t, cb, _ in palette_commands(app))["filter: failure set (routes)"]()
+        assert app.filter.kind == "failure" and app.filter.probe == "routes"
+        dict((t, cb) for t, cb, _ in palette_commands(app))["layer: silence MLP 5"]()
+        assert app.intervention.silenced == {5}
+
+
+async def test_charts_and_help_open_and_close(stored):
+    path, _ = stored
+    app = ReachApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("v")
+        assert type(app.screen).__name__ == "ChartsScreen"
+        await pilot.press("f")  # main-screen keys are off under the charts
+        assert app.filter.kind == "all"
+        await pilot.press("escape", "question_mark")
+        assert type(app.screen).__name__ == "HelpScreen"
+        await pilot.press("escape")
+        assert app.screen is app.screen_stack[0]
+
+
+async def test_live_audit_fills_the_table(tmp_path):
+    """An audit job (here: writing a synthetic run in steps) fills the table while it runs."""
+    from reachtui.tui.app import Launch
+
+    path = tmp_path / "live.sqlite"
+    seen = []
+
+    def job(get_runner, on_event, cancel):
+        run_id = build_store(path, n=30, k=4, progress=0.5)
+        on_event(run_id, 15, 30, "realized 15/30")
+        return run_id
+
+    app = ReachApp(path, launch=Launch(model="synthetic", audit_job=job))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot, 0.6)
+        seen.append(len([r for r in app.table.rows if r.realized is not None]))
+        assert app.run_info is not None and len(app.table.rows) == 30
+    assert seen == [15]
+
+
+def test_browsing_a_store_never_imports_torch(stored):
+    path, _ = stored
+    code = (
+        "import sys, asyncio\n"
+        "from reachtui.tui.app import ReachApp\n"
+        f"app = ReachApp({str(path)!r})\n"
+        "async def go():\n"
+        "    async with app.run_test(size=(120, 40)) as pilot:\n"
+        "        await pilot.press('f', 'j', 'r', 'v')\n"
+        "        await pilot.pause(0.2)\n"
+        "        await pilot.press('escape', 'x', 'm')\n"
+        "asyncio.run(go())\n"
+        "print(','.join(m for m in ('torch', 'transformers') if m in sys.modules) or 'clean')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "clean"
+
+
+def test_open_command_errors_are_one_line(tmp_path):
+    from reachtui.cli import main
+
+    missing = tmp_path / "none.sqlite"
+    out = subprocess.run([sys.executable, "-m", "reachtui", "open", "--store", str(missing)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stderr.startswith("error: no audit store at")
+    build_store(tmp_path / "s.sqlite", n=5, k=2)
+    out = subprocess.run([sys.executable, "-m", "reachtui", "open", "--store", str(tmp_path / "s.sqlite"),
+                          "--run", "7"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stderr.strip() == f"error: no run 7 in {tmp_path / 's.sqlite'}"
+    assert main  # imported without starting anything
