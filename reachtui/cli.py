@@ -24,6 +24,7 @@ def cli() -> None:
 # Command registration: one line per command module (keep this list sorted).
 cli.add_command(__import__("reachtui.commands.compare", fromlist=["x"]).compare)
 cli.add_command(__import__("reachtui.commands.export", fromlist=["x"]).export)
+cli.add_command(__import__("reachtui.commands.generate", fromlist=["x"]).generate)
 cli.add_command(__import__("reachtui.commands.open", fromlist=["x"]).open_)
 
 

@@ -1,0 +1,102 @@
+"""`reachtui generate MODEL PROMPT`: one generation under a route / silenced MLPs, and its answer.
+
+PROMPT goes to the model as given (tokenized with the tokenizer's defaults, no template), so the call can
+be reproduced with plain transformers; `--template` renders it with the protocol's template first (and then
+the protocol's stop strings apply unless --stop is given). The model is loaded inside the command.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import click
+
+from reachtui.errors import ReachError
+
+
+@click.command("generate")
+@click.argument("model")
+@click.argument("prompt")
+@click.option("--route", "route_spec", default=None, metavar="SPEC",
+              help="Layers to run, in order, e.g. 0-3,3,5-11 (layer 4 skipped, 3 repeated). Default: all.")
+@click.option("--silence", default=None, metavar="LAYERS", help="Zero the MLP output of these layers, e.g. 3,5.")
+@click.option("--temperature", type=float, default=0.0, show_default=True, help="0 = greedy.")
+@click.option("--top-p", "top_p", type=float, default=1.0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed (ignored when greedy).")
+@click.option("--max-new-tokens", "max_new_tokens", type=int, default=48, show_default=True)
+@click.option("--stop", "stops", multiple=True, metavar="STR",
+              help="Stop at this string (cut from the text); repeatable. \\n is a newline.")
+@click.option("--template", is_flag=True, help="Render PROMPT with the protocol's template (and its stop strings).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--device", default="auto", show_default=True, help="auto|cpu|cuda[:N]")
+@click.option("--dtype", default="auto", show_default=True, help="auto|float32|bfloat16|float16")
+@click.option("--trust-remote-code", is_flag=True, help="Allow the model's own code (off by default).")
+@click.option("--allow-download", is_flag=True, help="Fetch the model from the Hugging Face hub if not cached.")
+def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_new_tokens, stops, template,
+             as_json, device, dtype, trust_remote_code, allow_download):
+    """Generate from PROMPT with MODEL (demo, a directory, or a cached Hugging Face id) and print the text
+    and the extracted answer."""
+    if max_new_tokens < 1:
+        raise ReachError("--max-new-tokens must be at least 1")
+    if temperature < 0:
+        raise ReachError("--temperature must be >= 0")
+    if not 0.0 < top_p <= 1.0:
+        raise ReachError("--top-p must be in (0, 1]")
+    from reachtui.model.load import load_model
+    from reachtui.model.routes import format_route, parse_route, parse_silenced
+
+    # Syntax first (descending ranges, junk), before the model is loaded; ranges are checked after.
+    if route_spec is not None:
+        parse_route(route_spec, 10**9, max_repeat=10**9)
+    parse_silenced(silence, 10**9)
+    loaded = load_model(model, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
+                        allow_download=allow_download)
+    n = loaded.arch.num_layers
+    route = parse_route(route_spec, n) if route_spec is not None else None
+    silenced = parse_silenced(silence, n)
+    stop = tuple(s.replace("\\n", "\n") for s in stops)
+    text_in = prompt
+    if template:
+        from reachtui.protocol import Protocol
+
+        proto = Protocol()
+        text_in = proto.render_prompt(prompt, loaded.tokenizer)
+        if not stops:
+            stop = tuple(proto.stop)
+
+    from reachtui.grading import extract_answer
+    from reachtui.model.run import Decoding, Runner
+
+    runner = Runner(loaded)
+    gen = runner.generate([text_in], route=route, silenced=silenced, seeds=[seed],
+                          decoding=Decoding(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                                            stop=stop))[0]
+    answer, rule = extract_answer(gen.text)
+    route_text = format_route(route) if route is not None else format_route(range(n))
+    if as_json:
+        click.echo(json.dumps({
+            "model": loaded.name,
+            "prompt": text_in,
+            "text": gen.text,
+            "answer": answer,
+            "answer_rule": rule,
+            "route": route_text,
+            "silenced": sorted(silenced),
+            "layers_executed": gen.layers_executed,
+            "new_tokens": gen.new_tokens,
+            "mean_logprob": gen.mean_logprob if math.isfinite(gen.mean_logprob) else None,
+            "compute": gen.compute,
+            "finish": gen.finish,
+            "temperature": temperature,
+            "top_p": top_p,
+            "seed": seed,
+        }, ensure_ascii=False))
+        return
+    click.echo(gen.text)
+    click.echo(f"answer: {answer if answer is not None else '(none)'}" + (f"  [{rule}]" if rule else ""))
+    click.echo(
+        f"route {route_text}" + (f", silenced {','.join(map(str, sorted(silenced)))}" if silenced else "")
+        + f"; {gen.new_tokens} new tokens ({gen.finish}); compute {gen.compute}",
+        err=True,
+    )
