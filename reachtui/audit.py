@@ -150,6 +150,33 @@ def _protocol_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
     return out
 
 
+def check_given_run(store, run_id: int, *, task, protocol, limit: int | None = None,
+                    model_name: str | None = None) -> dict:
+    """The run `run_id` if this command may continue it (same model, task, protocol and limit); else
+    ReachError with one line saying what differs."""
+    run = store.get_run(run_id)
+    if run["source"] != "audit":
+        raise ReachError(f"run {run_id} was imported, not audited; it cannot be continued")
+    if model_name is not None and run["model"] != model_name:
+        raise ReachError(f"run {run_id} audits model {run['model']!r}, not {model_name!r}")
+    if run["task_sha256"] != task.sha256:
+        raise ReachError(f"run {run_id} audits task {run['task']!r} ({run['task_sha256'][:12]}), "
+                         f"not {task.name!r} ({task.sha256[:12]})")
+    phash = protocol.hash()
+    if run["protocol_hash"] != phash:
+        try:
+            diff = _protocol_diff(json.loads(run["protocol_json"]), protocol.to_dict())
+        except (ValueError, TypeError):
+            diff = []
+        detail = f" (differs in: {', '.join(diff)})" if diff else ""
+        raise ReachError(f"run {run_id} was made with protocol {run['protocol_hash']}, this command gives "
+                         f"protocol {phash}{detail}; repeat the run's own settings to continue it, or "
+                         f"drop --run to start a new run")
+    if limit is not None and run["limit_n"] != limit:
+        raise ReachError(f"run {run_id} was made with --limit {run['limit_n']}, not {limit}")
+    return run
+
+
 def open_run(store, *, model_name: str, model_path: str | None, model_class: str | None, num_layers: int,
              task, protocol, limit: int | None = None, run_id: int | None = None,
              versions: dict[str, str | None] | None = None, new: bool = False) -> tuple[int, bool]:
@@ -162,25 +189,7 @@ def open_run(store, *, model_name: str, model_path: str | None, model_class: str
     task_id = store.upsert_task(task)
     phash = protocol.hash()
     if run_id is not None:
-        run = store.get_run(run_id)
-        if run["source"] != "audit":
-            raise ReachError(f"run {run_id} was imported, not audited; it cannot be continued")
-        if run["model"] != model_name:
-            raise ReachError(f"run {run_id} audits model {run['model']!r}, not {model_name!r}")
-        if run["task_id"] != task_id:
-            raise ReachError(f"run {run_id} audits task {run['task']!r} ({run['task_sha256'][:12]}), "
-                             f"not {task.name!r} ({task.sha256[:12]})")
-        if run["protocol_hash"] != phash:
-            try:
-                diff = _protocol_diff(json.loads(run["protocol_json"]), protocol.to_dict())
-            except (ValueError, TypeError):
-                diff = []
-            detail = f" (differs in: {', '.join(diff)})" if diff else ""
-            raise ReachError(f"run {run_id} was made with protocol {run['protocol_hash']}, this command gives "
-                             f"protocol {phash}{detail}; repeat the run's own settings to continue it, or "
-                             f"drop --run to start a new run")
-        if limit is not None and run["limit_n"] != limit:
-            raise ReachError(f"run {run_id} was made with --limit {run['limit_n']}, not {limit}")
+        check_given_run(store, run_id, task=task, protocol=protocol, limit=limit, model_name=model_name)
         return int(run_id), True
     if not new:
         run = store.find_run(model_id, task_id, phash, limit, statuses=UNFINISHED)

@@ -1,0 +1,258 @@
+"""`reachtui audit MODEL --task TASK ...`: the audit, headless, with a progress bar and a summary table.
+
+Heavy imports (the model) happen inside the command, never at import time. The progress bar goes to
+stderr, the summary table and the run id to stdout. The first Ctrl-C finishes the batch in flight and
+leaves the run 'cancelled' (run the same command again to continue it); a second Ctrl-C stops at once
+(the run is still resumable: every stored attempt is whole).
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import threading
+import time
+
+import click
+
+from reachtui.errors import ReachError
+
+PHASE_LABELS = {
+    "realized": "realized",
+    "sample": "sample",
+    "routes": "routes",
+    "mcts": "mcts",
+    "mcts-blind": "mcts-blind",
+    "failure_sets": "failure sets",
+    "mlp_scan": "MLP scan",
+}
+
+
+def _pct(x) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{100 * x:.1f}"
+
+
+def _ratio(x) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{x:.2f}"
+
+
+def summary_table(store, run_id: int):
+    """A rich Table of `reachtui.summary.summarize` (the closing table of `audit`)."""
+    from rich.table import Table
+
+    from reachtui.summary import summarize
+
+    rows = summarize(store, run_id)
+    has_chance = any(r["chance"] is not None for r in rows)
+    t = Table(title=f"run {run_id}: realized vs reachable, % of {rows[0]['n']} questions", title_justify="left",
+              caption="blind: answer-blind pick among the K attempts (vote = majority answer, lp = highest mean "
+                      "log-prob); kept = (blind - realized) / (reachable - realized); |F| = failure set "
+                      "(reachable, not realized)" + ("; chance = 1-(1-1/m)^K" if has_chance else ""),
+              caption_justify="left")
+    cols = ["probe", "K", "real-\nized", "reach-\nable", "gap", "blind\nvote", "blind\nlp", "kept\nvote",
+            "kept\nlp", "|F|"]
+    if has_chance:
+        cols.append("chance")
+    for c in cols:
+        t.add_column(c, justify="left" if c == "probe" else "right", no_wrap=True)
+    for r in rows:
+        gap = "" if r["probe"] == "realized" else f"{100 * r['gap']:+.1f}"
+        cells = [r["probe"], str(r["budget"]), _pct(r["realized"]), _pct(r["reachable"]), gap,
+                 _pct(r["blind_vote"]), _pct(r["blind_logprob"]), _ratio(r["retained_vote"]),
+                 _ratio(r["retained_logprob"]), "" if r["probe"] == "realized" else str(r["failure"])]
+        if has_chance:
+            cells.append(_pct(r["chance"]))
+        t.add_row(*cells)
+    return t, rows
+
+
+def curves_text(rows) -> list[str]:
+    out = []
+    for r in rows:
+        curve = r.get("pass_at_k") or r.get("reachable_at_k")
+        if not curve:
+            continue
+        name = "pass@k" if r.get("pass_at_k") else "reachable@k"
+        K = len(curve)
+        ks = sorted({1, 2, 4, 8, 16, 32, 64, K} & set(range(1, K + 1)))
+        out.append(f"{r['probe']} {name}: " + "  ".join(f"k={k} {_pct(curve[k - 1])}" for k in ks))
+    return out
+
+
+def mlp_text(store, run_id: int) -> list[str]:
+    from reachtui.summary import mlp_best
+
+    out = []
+    for b in mlp_best(store, run_id):
+        if not b["failure_n"]:
+            out.append(f"MLP scan on {b['set_name']}: the failure set is empty (|R| = {b['realized_n']})")
+            continue
+        out.append(f"MLP scan on {b['set_name']} (|F| = {b['failure_n']}, |R| = {b['realized_n']}): best block "
+                   f"= layer {b['layer']}: repairs {b['repaired']}/{b['failure_n']} ({_pct(b['repair_rate'])}%), "
+                   f"breaks {b['broken']}/{b['realized_n']} ({_pct(b['break_rate'])}%)")
+    return out
+
+
+def _versions(loaded) -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"device": str(loaded.device), "dtype": str(loaded.dtype)}
+    for pkg in ("torch", "transformers"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+class _Bar:
+    """Follows the engine's Progress events with a rich progress bar on stderr."""
+
+    def __init__(self, console):
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                   TimeRemainingColumn)
+
+        self.progress = Progress(TextColumn("[bold]{task.description:<22}"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                                 console=console, transient=False)
+        self.tasks: dict[str, int] = {}
+
+    def __enter__(self):
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.progress.__exit__(*exc)
+
+    def __call__(self, ev) -> None:
+        if ev.phase == "done":
+            return
+        label = PHASE_LABELS.get(ev.phase, ev.phase)
+        if ev.phase not in self.tasks:
+            self.tasks[ev.phase] = self.progress.add_task(label, total=max(ev.total, 1), info="")
+        tid = self.tasks[ev.phase]
+        if ev.phase == "failure_sets":
+            info = ev.message
+        else:
+            info = f"{ev.correct} correct" + (f", {ev.generated} new" if ev.generated != ev.done else "")
+        self.progress.update(tid, completed=ev.done, total=max(ev.total, 1), info=info)
+
+
+@click.command("audit")
+@click.argument("model")
+@click.option("--task", "task_spec", required=True, help="`demo` or a JSONL file (GSM8K's `#### N` understood).")
+@click.option("--probes", default=None,
+              help="Comma list of probes: realized (always runs), sample, routes, mcts, mcts-blind. "
+                   "[default: the protocol's, sample,routes]")
+@click.option("--budget", "-k", type=int, default=None, help="K: attempts per question for every probe.")
+@click.option("--temperature", type=float, default=None, help="Temperature of the sample probe.")
+@click.option("--seed", type=int, default=None, help="The protocol's seed.")
+@click.option("--limit", type=int, default=None, help="Audit only the first N questions.")
+@click.option("--mlp-scan", "mlp_scan", is_flag=False, flag_value="", default=None, metavar="[PROBE]",
+              help="After the probes, silence each MLP block in turn on failure:PROBE and on the realized "
+                   "set. [PROBE default: sample if run, else the first probe]")
+@click.option("--store", "store_path", type=click.Path(dir_okay=False), default=None,
+              help="Audit database [default: $REACHTUI_STORE or ./store/reachtui.sqlite].")
+@click.option("--protocol", "protocol_file", type=click.Path(dir_okay=False), default=None,
+              help="A TOML protocol file; the flags above override its fields.")
+@click.option("--run", "run_id", type=int, default=None,
+              help="Continue this run (refused if the protocol differs). [default: the latest unfinished "
+                   "run of the same model, task, protocol and limit, else a new run]")
+@click.option("--new", "new_run", is_flag=True, help="Start a new run even if an unfinished one matches.")
+@click.option("--device", default="auto", show_default=True, help="auto|cpu|cuda[:N]")
+@click.option("--dtype", default="auto", show_default=True, help="auto|float32|bfloat16|float16")
+@click.option("--batch-size", type=int, default=64, show_default=True,
+              help="Prompts per generation call (keep it when resuming, for bit-identical rows).")
+@click.option("--max-new-tokens", type=int, default=None, help="Generation length limit (protocol).")
+@click.option("--trust-remote-code", is_flag=True, help="Allow the model's own code (off by default).")
+@click.option("--allow-download", is_flag=True, help="Fetch the model from the Hugging Face hub if not cached.")
+def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, store_path, protocol_file,
+          run_id, new_run, device, dtype, batch_size, max_new_tokens, trust_remote_code, allow_download):
+    """Audit MODEL on TASK: realized (default decoding) vs reachable (some attempt of a probe) per
+    question; every attempt stored, resumable. MODEL is `demo`, a directory, or a cached HF id."""
+    from rich.console import Console
+
+    from reachtui.audit import check_given_run, run_audit
+    from reachtui.protocol import Protocol, load_protocol_file, protocol_from_options
+    from reachtui.store import Store
+    from reachtui.tasks import load_task
+
+    if batch_size < 1:
+        raise ReachError(f"--batch-size must be at least 1, not {batch_size}")
+    if limit is not None and limit < 1:
+        raise ReachError(f"--limit must be at least 1, not {limit}")
+    if run_id is not None and new_run:
+        raise ReachError("--run and --new contradict each other")
+    base = load_protocol_file(protocol_file) if protocol_file else Protocol()
+    protocol = protocol_from_options(base, probes=probes, budget=budget, temperature=temperature, seed=seed,
+                                     max_new_tokens=max_new_tokens)
+    names = [p.name for p in protocol.probes]
+    if mlp_scan is not None:
+        if mlp_scan == "":
+            if not names:
+                raise ReachError("--mlp-scan needs a probe whose failure set it scans (none in this protocol)")
+            mlp_scan = "sample" if "sample" in names else names[0]
+        elif mlp_scan not in names:
+            raise ReachError(f"--mlp-scan {mlp_scan}: that probe is not in this audit (probes: "
+                             f"{', '.join(names) or 'none'})")
+    task = load_task(task_spec)
+    store = Store(store_path)
+    if run_id is not None:        # refuse before spending time on the model
+        check_given_run(store, run_id, task=task, protocol=protocol, limit=limit)
+
+    err = Console(stderr=True)
+    out = Console()
+    t_load = time.monotonic()
+    from reachtui.model.load import load_model
+    from reachtui.model.run import Runner
+
+    with err.status(f"loading {model} ..."):
+        loaded = load_model(model, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
+                            allow_download=allow_download)
+        runner = Runner(loaded)
+    err.print(f"model {loaded.name} ({loaded.arch.model_class}, {runner.num_layers} layers, {loaded.device}, "
+              f"{loaded.dtype}) loaded in {time.monotonic() - t_load:.1f}s; protocol {protocol.hash()}")
+
+    cancel = threading.Event()
+    hits = {"n": 0}
+
+    def on_sigint(signum, frame):
+        hits["n"] += 1
+        if hits["n"] == 1:
+            cancel.set()
+            err.print("[yellow]stopping after the batch in flight (Ctrl-C again to stop at once)[/]")
+        else:
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint) if threading.current_thread() is threading.main_thread() else None
+    t0 = time.monotonic()
+    try:
+        with _Bar(err) as bar:
+            result = run_audit(store, runner, model_name=loaded.name, model_path=str(loaded.path),
+                               model_class=loaded.arch.model_class, task=task, protocol=protocol, limit=limit,
+                               run_id=run_id, batch_size=batch_size, mlp_scan=mlp_scan, on_event=bar,
+                               cancel=cancel, versions=_versions(loaded), new=new_run)
+    except KeyboardInterrupt:
+        run = store.latest_run()
+        rid = run["id"] if run else "?"
+        err.print(f"interrupted: run {rid} is resumable (run the same command again)")
+        raise SystemExit(130) from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    wall = time.monotonic() - t0
+
+    table, rows = summary_table(store, result.run_id)
+    out.print(table)
+    for line in curves_text(rows) + mlp_text(store, result.run_id):
+        out.print(line)
+    verb = "resumed and " if result.resumed else ""
+    out.print(f"run {result.run_id}: {verb}{result.status} in {wall:.1f}s ({result.generated} attempts generated "
+              f"now) - store {store.path}")
+    if result.status != "complete":
+        err.print(f"run {result.run_id} was cancelled; run the same command again to continue it")
+        raise SystemExit(130)

@@ -1,0 +1,46 @@
+"""`reachtui runs [--store PATH] [--json]`: the runs in an audit store (reads only; no model, no torch)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+
+@click.command("runs")
+@click.option("--store", "store_path", type=click.Path(dir_okay=False), default=None,
+              help="Audit database [default: $REACHTUI_STORE or ./store/reachtui.sqlite].")
+@click.option("--json", "as_json", is_flag=True, help="One JSON array of run objects on stdout.")
+def runs(store_path, as_json):
+    """List the audit runs in the store: model, task, protocol hash, status, progress."""
+    from reachtui.store import Store
+
+    store = Store(store_path, readonly=True)
+    try:
+        rows = store.list_runs()
+        if as_json:
+            for r in rows:
+                r["protocol"] = json.loads(store.get_run(r["id"])["protocol_json"])
+            click.echo(json.dumps(rows, indent=2))
+            return
+        from rich import box
+        from rich.console import Console
+        from rich.table import Table
+
+        if not rows:
+            click.echo(f"no runs in {store.path}")
+            return
+        t = Table(title=f"runs in {store.path}", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+                  padding=(0, 0), pad_edge=False)
+        for c in ("run", "model", "task", "protocol", "status", "Qs", "attempts", "real %", "updated"):
+            numeric = c in ("run", "Qs", "attempts", "real %")
+            t.add_column(c, justify="right" if numeric else "left", no_wrap=c != "model", min_width=5 if c == "model" else None,
+                         overflow="fold" if c == "model" else "ellipsis")
+        for r in rows:
+            done = r["n_realized_done"]
+            realized = f"{100 * r['n_realized'] / done:.1f}" if done else "–"
+            t.add_row(str(r["id"]), r["model"], r["task"], r["protocol_hash"], r["status"], str(r["n_questions"]),
+                      str(r["n_attempts"]), realized, (r["updated_at"] or "")[5:16].replace("T", " "))
+        Console().print(t)
+    finally:
+        store.close()
