@@ -26,6 +26,7 @@ cli.add_command(__import__("reachtui.commands.audit", fromlist=["x"]).audit)
 cli.add_command(__import__("reachtui.commands.compare", fromlist=["x"]).compare)
 cli.add_command(__import__("reachtui.commands.export", fromlist=["x"]).export)
 cli.add_command(__import__("reachtui.commands.generate", fromlist=["x"]).generate)
+cli.add_command(__import__("reachtui.commands.importer", fromlist=["x"]).import_)
 cli.add_command(__import__("reachtui.commands.open", fromlist=["x"]).open_)
 cli.add_command(__import__("reachtui.commands.runs", fromlist=["x"]).runs)
 
