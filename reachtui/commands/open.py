@@ -121,7 +121,10 @@ def open_(model, task_spec, store_path, run_id, probes, budget, temperature, see
                 store.get_run(run_id)
             elif store.latest_run() is None:
                 raise ReachError(f"the store {path} has no runs yet")
-        return _run_app(path, run_id, launch_kw)
+        from reachtui.tui.data import preload
+
+        future = preload(path, run_id)   # the rows load while textual imports
+        return _run_app(path, run_id, launch_kw, preloaded=future)
 
     from reachtui.protocol import Protocol, load_protocol_file, protocol_from_options
     from reachtui.tasks import load_task
@@ -153,10 +156,10 @@ def open_(model, task_spec, store_path, run_id, probes, budget, temperature, see
     return _run_app(path, run_id, dict(launch_kw, model=model, audit_job=job))
 
 
-def _run_app(path: Path, run_id: int | None, launch_kw: dict) -> None:
+def _run_app(path: Path, run_id: int | None, launch_kw: dict, preloaded=None) -> None:
     from reachtui.tui.app import Launch, ReachApp
 
-    app = ReachApp(path, run_id, launch=Launch(**launch_kw))
+    app = ReachApp(path, run_id, launch=Launch(**launch_kw), preloaded=preloaded)
     app.run()
     if app.return_code not in (None, 0):
         raise SystemExit(app.return_code)

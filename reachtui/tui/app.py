@@ -136,8 +136,9 @@ class ReachApp(App[None]):
     ]
 
     def __init__(self, store: str | Path, run_id: int | None = None, *, launch: Launch | None = None,
-                 export_dir: str | Path | None = None) -> None:
+                 export_dir: str | Path | None = None, preloaded: Any = None) -> None:
         super().__init__()
+        self.preloaded = preloaded  # a Future from reachtui.tui.data.preload, or None
         self.store_path = Path(store)
         self.requested_run = run_id
         self.launch = launch or Launch()
@@ -163,6 +164,7 @@ class ReachApp(App[None]):
         self.last_live: dict[str, Any] | None = None
         self.last_apply: dict[str, Any] | None = None
         self.first_paint_s: float | None = None
+        self.ready_at: float | None = None
 
     # ---- layout -----------------------------------------------------------------------------------
 
@@ -193,13 +195,17 @@ class ReachApp(App[None]):
             run_id = self.requested_run
             if run_id is None and self.launch.audit_job is None and self.data is not None:
                 run_id = self.data.latest_run_id()
-            if run_id is not None:
+            if self.preloaded is not None:
+                self._use_preloaded(run_id)
+            elif run_id is not None:
                 self._load_now(run_id)
         if self.launch.audit_job is not None:
             self._start_audit()
         self._refresh_chrome()
 
     def on_ready(self) -> None:
+        """The first frame is on screen (Textual sends Ready after it): log the start-up time, as Posting."""
+        self.ready_at = time.time()
         self.first_paint_s = time.perf_counter() - START
         self.log(f"first paint {self.first_paint_s:.3f} s after import")
 
@@ -221,6 +227,21 @@ class ReachApp(App[None]):
             frozen = self.data.failure_sets(run_id)
         except ReachError as exc:
             self.notify(str(exc), title="store", severity="error")
+            return
+        self._show_rows(run, rows, frozen)
+
+    def _use_preloaded(self, run_id: int | None) -> None:
+        fut, self.preloaded = self.preloaded, None
+        try:
+            result = fut.result()
+        except ReachError as exc:
+            self.notify(str(exc), title="store", severity="error")
+            return
+        if result is None:
+            return
+        run, rows, frozen = result
+        if run_id is not None and run.id != run_id:
+            self._load_now(run_id)
             return
         self._show_rows(run, rows, frozen)
 
@@ -697,7 +718,7 @@ class ReachApp(App[None]):
 
     def _start_audit(self) -> None:
         self._audit_running = True
-        self.query_one(RunHeader).progress(0, None)
+        self.query_one(RunHeader).progress(0, None, "loading the model …")
         self._audit_worker()
 
     @work(thread=True, exclusive=True, group="audit", exit_on_error=False, name="audit")
@@ -723,7 +744,7 @@ class ReachApp(App[None]):
             self.notify("audit finished", title="audit")
             return
         if msg.done is not None:
-            self.query_one(RunHeader).progress(msg.done, msg.total)
+            self.query_one(RunHeader).progress(msg.done, msg.total, msg.text)
         self.reload()
 
     # ---- charts, help, export ---------------------------------------------------------------------

@@ -300,3 +300,35 @@ def counters(rows: list[QRow], probes: tuple[str, ...], frozen: dict[str, int] |
         if p in failure:
             failure[p] = size
     return Counters(len(rows), done, realized, reached, failure)
+
+
+# ---- preloading (the first paint) -----------------------------------------------------------------
+
+
+def preload(path: str | Path, run_id: int | None = None):
+    """Start reading a run (info, rows, frozen sets) in a plain thread and return a Future of
+    `(run, rows, frozen)` (None for a store without runs). `reachtui open --store` starts this before
+    it imports textual: SQLite releases the GIL while it scans, so the query overlaps the imports and
+    the app's start-up, and the first frame already has the rows."""
+    import threading
+    from concurrent.futures import Future
+
+    fut: Future = Future()
+
+    def work() -> None:
+        try:
+            data = AuditData(path)
+            try:
+                rid = run_id if run_id is not None else data.latest_run_id()
+                if rid is None:
+                    fut.set_result(None)
+                    return
+                run = data.run(rid)
+                fut.set_result((run, data.rows(run), data.failure_sets(rid)))
+            finally:
+                data.close()
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on the future
+            fut.set_exception(exc)
+
+    threading.Thread(target=work, name="reachtui-preload", daemon=True).start()
+    return fut

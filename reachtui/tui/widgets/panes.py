@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Collapsible, ProgressBar, Static
 
 from reachtui.tui.data import Counters, RunInfo
@@ -28,14 +28,17 @@ class RunHeader(Vertical):
     DEFAULT_CSS = """
     RunHeader { height: auto; background: $panel; padding: 0 1; }
     RunHeader #run-title { text-style: bold; }
-    RunHeader ProgressBar { display: none; }
-    RunHeader.running ProgressBar { display: block; }
+    RunHeader #progress-row { display: none; height: 1; }
+    RunHeader.running #progress-row { display: block; }
+    RunHeader #progress-label { width: auto; margin-left: 2; color: $text-muted; }
     """
 
     def compose(self) -> ComposeResult:
         yield Static("reachtui", id="run-title")
         yield Static("", id="run-counters")
-        yield ProgressBar(total=None, show_eta=False, id="progress")
+        with Horizontal(id="progress-row"):
+            yield ProgressBar(total=None, show_eta=False, id="progress")
+            yield Static("", id="progress-label")
 
     def show(self, run: RunInfo | None, counters: Counters | None, model_status: str) -> None:
         title = Text()
@@ -56,13 +59,15 @@ class RunHeader(Vertical):
         self.query_one("#run-title", Static).update(title)
         self.query_one("#run-counters", Static).update(counter_text(run, counters))
 
-    def progress(self, done: int | None, total: int | None) -> None:
+    def progress(self, done: int | None, total: int | None, label: str = "") -> None:
+        """Show the audit's progress (done/total attempts of the current phase); None hides the bar."""
         bar = self.query_one(ProgressBar)
         if done is None:
             self.remove_class("running")
             return
         self.add_class("running")
         bar.update(total=total or None, progress=done)
+        self.query_one("#progress-label", Static).update(f"audit: {label}" if label else "audit running")
 
 
 def counter_text(run: RunInfo | None, c: Counters | None) -> Text:
