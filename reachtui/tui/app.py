@@ -37,7 +37,7 @@ from reachtui.tui.widgets.panes import DetailPane, LivePane, RunHeader
 from reachtui.tui.widgets.question_table import QuestionTable, header_text
 
 START = time.perf_counter()
-APPLY_CHUNK = 32
+APPLY_CHUNK = 64  # the audit's default --batch-size: the same batches as its MLP scan
 RELOAD_EVERY_S = 0.5
 
 
@@ -589,20 +589,22 @@ class ReachApp(App[None]):
         if members is None:
             members = {r.key for r in self.all_rows if r.realized is False and
                        r.reach[run.probes.index(probe)]}
-        order = {r.key: i for i, r in enumerate(self.all_rows)}
-        failure = sorted(members, key=lambda k: order.get(k, 0))
-        realized = self.data.store.realized_ids(run.id)
+        realized = set(self.data.store.realized_ids(run.id))
         questions = {}
-        for key in failure + realized:
+        for key in members | realized:
             q = self.data.question(key)
-            questions[key] = (q["question"], q["gold"])
-        self._apply_worker(run, probe, self.intervention, failure, realized, questions)
+            questions[key] = (q["question"], q["gold"], q["idx"])
+        self._apply_worker(run, probe, self.intervention, members, realized, questions)
 
     @work(thread=True, exclusive=True, group="apply", exit_on_error=False, name="apply")
-    def _apply_worker(self, run: RunInfo, probe: str, iv: Intervention | None, failure: list[int],
-                      realized: list[int], questions: dict[int, tuple[str, str]]) -> None:
+    def _apply_worker(self, run: RunInfo, probe: str, iv: Intervention | None, failure: set[int],
+                      realized: set[int], questions: dict[int, tuple[str, str, int]]) -> None:
+        """Run the intervention on F ∪ R in task order, in chunks of the audit's batch size, as the
+        audit's MLP scan does (same prompts, same batches, same seeds), so that silencing one MLP here
+        reproduces that layer's scan row exactly. Every attempt is stored under `explore:<id>`."""
         from reachtui.grading import grade
         from reachtui.model.run import Decoding
+        from reachtui.seeds import derive_seed
         from reachtui.store import Store
 
         worker = get_current_worker()
@@ -614,10 +616,13 @@ class ReachApp(App[None]):
                             top_p=protocol.top_p, stop=tuple(protocol.stop))
         route_text = None if iv.is_identity_route else iv.route_text
         silenced_text = iv.silenced_text or None
+        # the seed stream of the MLP scan when this is one silenced MLP (only matters when not greedy)
+        stream = f"mlp:{next(iter(iv.silenced))}" if iv.is_identity_route and len(iv.silenced) == 1 else "explore"
         target = f"failure:{probe}+realized"
         name = f"{iv.describe()} on failure:{probe}"
-        items = [(k, True) for k in failure] + [(k, False) for k in realized]
+        items = sorted(failure | realized, key=lambda k: questions[k][2])
         store = Store(self.store_path)
+        eid = None
         try:
             eid = store.create_exploration(run.id, name, target=target, route=route_text, silenced=silenced_text,
                                            n=0)
@@ -632,20 +637,22 @@ class ReachApp(App[None]):
                     self.post_message(ApplyProgress(dict(info)))
                     return
                 chunk = items[start:start + APPLY_CHUNK]
-                prompts = [protocol.render_prompt(questions[k][0], runner.tokenizer) for k, _ in chunk]
+                prompts = [protocol.render_prompt(questions[k][0], runner.tokenizer) for k in chunk]
+                greedy = decoding.temperature <= 0
+                seeds = [0 if greedy else derive_seed(protocol.seed, stream, questions[k][2], 0) for k in chunk]
                 gens = runner.generate(prompts, route=iv.route(), silenced=iv.silenced, decoding=decoding,
-                                       seeds=[protocol.seed] * len(prompts))
+                                       seeds=seeds, batch_size=len(prompts))
                 rows = []
-                for (key, in_failure), gen in zip(chunk, gens):
+                for key, seed, gen in zip(chunk, seeds, gens):
                     g = grade(gen.text, questions[key][1], protocol.answer_format)
-                    if in_failure and g.correct:
+                    if key in failure and g.correct:
                         info["repaired"] += 1
-                    if not in_failure and not g.correct:
+                    if key in realized and not g.correct:
                         info["broken"] += 1
                     rows.append(dict(question_id=key, probe=f"explore:{eid}", attempt=0, route=route_text,
-                                     silenced=silenced_text, temperature=decoding.temperature, seed=protocol.seed,
-                                     text=gen.text, answer=g.answer, rule=g.rule, correct=g.correct,
-                                     mean_logprob=gen.mean_logprob, new_tokens=gen.new_tokens,
+                                     silenced=silenced_text, temperature=decoding.temperature,
+                                     seed=None if greedy else seed, text=gen.text, answer=g.answer, rule=g.rule,
+                                     correct=g.correct, mean_logprob=gen.mean_logprob, new_tokens=gen.new_tokens,
                                      layers_executed=gen.layers_executed, compute=gen.compute))
                 store.insert_attempts(run.id, rows)
                 info["done"] += len(chunk)
@@ -655,7 +662,7 @@ class ReachApp(App[None]):
             info["status"] = "complete"
             self.post_message(ApplyProgress(dict(info)))
         except BaseException:
-            if "eid" in locals():
+            if eid is not None:
                 try:
                     store.update_exploration(eid, status="failed")
                 except Exception:  # noqa: BLE001 - the original error is the one to show
