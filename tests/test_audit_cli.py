@@ -165,3 +165,20 @@ def test_sigkill_at_random_moments_then_rerun_equals_uninterrupted(tmp_path):
     assert after[3] == [("complete",)]
     assert after[0] == ref_data[0]                 # exactly the attempts, no loss, no duplicates
     assert after[1:3] == ref_data[1:3]             # the same frozen failure sets and MLP scan
+    # The closing summary's numbers, recomputed from the attempts table with plain SQL.
+    from reachtui.summary import summarize
+
+    st = Store(store, readonly=True)
+    rows = {r["probe"]: r for r in summarize(st, 1)}
+    sql = lambda q, *a: st.conn.execute(q, a).fetchone()[0]  # noqa: E731
+    realized = sql("SELECT avg(correct) FROM attempts WHERE probe = 'realized'")
+    assert rows["realized"]["realized"] == pytest.approx(realized)
+    for probe in ("sample", "routes", "mcts"):
+        reach = sql("SELECT avg(hit) FROM (SELECT max(correct) AS hit FROM attempts WHERE probe = ? "
+                    "GROUP BY question_id)", probe)
+        assert rows[probe]["reachable"] == pytest.approx(reach)
+        assert rows[probe]["failure"] == sql(
+            "SELECT count(*) FROM (SELECT a.question_id FROM attempts a JOIN attempts r ON r.question_id = "
+            "a.question_id AND r.probe = 'realized' AND r.correct = 0 WHERE a.probe = ? GROUP BY a.question_id "
+            "HAVING max(a.correct) = 1)", probe)
+    st.close()
