@@ -21,6 +21,7 @@ probes in canonical order), each a dict of plain numbers (fractions in [0, 1], n
                      hit; None for other answer formats
     pass_at_k        sample: [pass@1, ..., pass@K] (unbiased estimator over all questions)
     reachable_at_k   routes / mcts / mcts-blind: [reachable@1, ..., reachable@K] from first-hit indices
+                     (both curves None until every question of the run has attempts of the probe)
 
 Every number is a function of the `attempts` table alone (plus the frozen sets), so tests recompute
 them with plain SQL. `mlp_best(store, run_id)` gives the MLP scan's best block per failure set.
@@ -85,7 +86,6 @@ def summarize(store, run_id: int) -> list[dict[str, Any]]:
             logprob += blind_correct("logprob", cands)
             first_hits.append(next((a[0] for a in atts if a[3]), None))
             counts.append((len(atts), sum(a[3] for a in atts)))
-        first_hits += [None] * (n - len(per_q))          # questions not attempted (unfinished run)
         blind_vote, blind_logprob = _frac(vote, n), _frac(logprob, n)
         failure = frozen.get(f"failure:{probe}")
         if failure is None:
@@ -100,7 +100,7 @@ def summarize(store, run_id: int) -> list[dict[str, Any]]:
         if probe == "sample":
             row["pass_at_k"] = pass_at_k_curve(counts, K) if counts and len(per_q) == n else None
         else:
-            row["reachable_at_k"] = reachable_curve(first_hits, K) if n else None
+            row["reachable_at_k"] = reachable_curve(first_hits, K) if n and len(per_q) == n else None
         rows.append(row)
     return rows
 
