@@ -116,9 +116,9 @@ class _Bar:
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                    TimeRemainingColumn)
 
-        self.progress = Progress(TextColumn("[bold]{task.description:<22}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("{task.fields[info]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-                                 console=console, transient=False)
+        self.progress = Progress(TextColumn("[bold]{task.description:<12}"), BarColumn(bar_width=24),
+                                 MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
+                                 TextColumn("{task.fields[info]}"), console=console, transient=False)
         self.tasks: dict[str, int] = {}
 
     def __enter__(self):
@@ -136,9 +136,9 @@ class _Bar:
             self.tasks[ev.phase] = self.progress.add_task(label, total=max(ev.total, 1), info="")
         tid = self.tasks[ev.phase]
         if ev.phase == "failure_sets":
-            info = ev.message
+            info = "frozen"
         else:
-            info = f"{ev.correct} correct" + (f", {ev.generated} new" if ev.generated != ev.done else "")
+            info = f"{ev.correct} ok"
         self.progress.update(tid, completed=ev.done, total=max(ev.total, 1), info=info)
 
 
