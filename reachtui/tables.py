@@ -561,28 +561,42 @@ _PER_PROBE = """
 #   vote: the most frequent extracted answer (no answer: no vote), ties to the answer whose best
 #         candidate has the highest log-prob, then to the earliest first appearance; the chosen
 #         candidate is that answer's highest-log-prob (earliest) candidate. Nothing chosen = wrong.
-_BLIND = """
-  cand AS (SELECT probe, question_id, attempt, answer, correct, mean_logprob AS lp FROM attempts
-           WHERE run_id = :run AND probe <> 'realized'
-             AND probe NOT LIKE 'mlp:%' AND probe NOT LIKE 'explore:%'),
-  lp_pick AS (SELECT probe, question_id, correct FROM (
-                SELECT probe, question_id, correct, row_number() OVER (
-                  PARTITION BY probe, question_id ORDER BY lp IS NULL, lp DESC, attempt) AS rk
-                FROM cand) WHERE rk = 1),
-  votes AS (SELECT probe, question_id, answer, count(*) AS cnt, max(lp) AS best_lp,
-                   min(attempt) AS first_at
-            FROM cand WHERE answer IS NOT NULL GROUP BY probe, question_id, answer),
-  winner AS (SELECT probe, question_id, answer FROM (
-               SELECT probe, question_id, answer, row_number() OVER (
-                 PARTITION BY probe, question_id
-                 ORDER BY cnt DESC, best_lp IS NULL, best_lp DESC, first_at) AS rk
-               FROM votes) WHERE rk = 1),
-  vote_pick AS (SELECT probe, question_id, correct FROM (
-                  SELECT c.probe, c.question_id, c.correct, row_number() OVER (
-                    PARTITION BY c.probe, c.question_id ORDER BY c.lp IS NULL, c.lp DESC, c.attempt) AS rk
-                  FROM cand c JOIN winner w
-                    ON w.probe = c.probe AND w.question_id = c.question_id AND w.answer = c.answer)
-                WHERE rk = 1)"""
+#         When all candidates with the winning answer agree on correctness (always, for graded
+#         attempts: correctness is a function of the answer), that is the pick's correctness; else the
+#         chosen candidate is looked up. GROUP BYs and one small window, no self-joins.
+_CANDIDATES = ("run_id = :run AND probe <> 'realized' AND probe NOT LIKE 'mlp:%' "
+               "AND probe NOT LIKE 'explore:%'")
+_BLIND = f"""
+  lp_best AS (SELECT probe, question_id, max(mean_logprob) AS m FROM attempts WHERE {_CANDIDATES}
+              GROUP BY probe, question_id),
+  lp_pick AS (SELECT probe, question_id,
+                (SELECT a.correct FROM attempts a WHERE a.run_id = :run AND a.probe = b.probe
+                   AND a.question_id = b.question_id AND a.mean_logprob IS b.m ORDER BY a.attempt LIMIT 1)
+                AS correct FROM lp_best b),
+  votes AS (SELECT probe, question_id, answer, count(*) AS cnt, max(mean_logprob) AS best_lp,
+                   min(attempt) AS first_at, min(correct) AS c_lo, max(correct) AS c_hi
+            FROM attempts WHERE {_CANDIDATES} AND answer IS NOT NULL GROUP BY probe, question_id, answer),
+  winner AS (SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY probe, question_id
+                 ORDER BY cnt DESC, best_lp IS NULL, best_lp DESC, first_at) AS rk FROM votes) WHERE rk = 1),
+  vote_pick AS (SELECT probe, question_id,
+                  CASE WHEN c_lo IS c_hi THEN c_hi ELSE
+                    (SELECT a.correct FROM attempts a WHERE a.run_id = :run AND a.probe = w.probe
+                       AND a.question_id = w.question_id AND a.answer = w.answer
+                     ORDER BY a.mean_logprob IS NULL, a.mean_logprob DESC, a.attempt LIMIT 1) END AS correct
+                FROM winner w)"""
+
+
+def _pivot(probes: Sequence[str], params: dict[str, Any]) -> str:
+    """SQL: one row per question of the run with, per probe i, hit{i} (some attempt correct; NULL when the
+    probe has no attempt) and first{i} (lowest correct attempt index). One pass over the attempts index."""
+    cols = []
+    for i, p in enumerate(probes):
+        params[f"p{i}"] = p
+        cols.append(f"max(CASE WHEN probe = :p{i} THEN coalesce(correct, 0) END) AS hit{i}, "
+                    f"min(CASE WHEN probe = :p{i} AND correct = 1 THEN attempt END) AS first{i}")
+    marks = ", ".join(f":p{i}" for i in range(len(probes))) or "NULL"
+    return (f"SELECT question_id{''.join(', ' + c for c in cols)} FROM attempts "
+            f"WHERE run_id = :run AND probe IN ({marks}) GROUP BY question_id")
 
 
 def _frac(num: Any, den: Any) -> float:
@@ -656,22 +670,29 @@ def summary_rows(source: Any, run_id: int) -> list[dict[str, Any]]:
         probe="realized", budget=1, n=n, n_attempted=n_real_done, realized=realized, reachable=realized,
         gap=0.0, blind_vote=realized, blind_logprob=realized, retained_vote=math.nan,
         retained_logprob=math.nan, failure=0, chance=_chance(info, 1), pass_at_k=None, reachable_at_k=None)]
-    per_probe = con.execute(
-        f"""WITH {_PER_PROBE}, {_BLIND}, {_REALIZED},
-             fs AS (SELECT probe, max(size) AS size FROM failure_sets
-                    WHERE run_id = :run AND name = 'failure:' || probe GROUP BY probe)
-           SELECT pq.probe, count(*) AS done, sum(pq.hit) AS reach,
-                  (SELECT coalesce(sum(correct = 1), 0) FROM vote_pick v WHERE v.probe = pq.probe),
-                  (SELECT coalesce(sum(correct = 1), 0) FROM lp_pick l WHERE l.probe = pq.probe),
-                  (SELECT size FROM fs WHERE fs.probe = pq.probe),
-                  sum(pq.hit = 1 AND real.ok = 0), max(pq.n)
-           FROM pq LEFT JOIN real ON real.question_id = pq.question_id GROUP BY pq.probe""",
-        params,
-    ).fetchall()
-    curves = _curves(con, run_id)
-    for probe, done, reach, vote, lp, frozen, live, max_n in sorted(per_probe, key=lambda r: _probe_sort_key(r[0])):
+    groups = _probe_groups(con, run_id)
+    curves = _curves(con, run_id, groups)
+    vote = dict(con.execute(f"WITH {_BLIND} SELECT probe, sum(correct = 1) FROM vote_pick GROUP BY probe",
+                            params).fetchall())
+    lp_best = dict(con.execute(f"WITH {_BLIND} SELECT probe, sum(correct = 1) FROM lp_pick GROUP BY probe",
+                               params).fetchall())
+    frozen = dict(con.execute("SELECT probe, max(size) FROM failure_sets WHERE run_id = :run "
+                              "AND name = 'failure:' || probe GROUP BY probe", params).fetchall())
+    per_probe = []
+    for p, g in groups.items():
+        live = None
+        if p not in frozen:  # an unfinished run: count what would be frozen
+            live = con.execute(
+                "SELECT count(*) FROM (SELECT a.question_id FROM attempts a JOIN attempts r ON r.run_id = a.run_id "
+                "AND r.question_id = a.question_id AND r.probe = 'realized' AND r.attempt = 0 AND r.correct = 0 "
+                "WHERE a.run_id = :run AND a.probe = :p GROUP BY a.question_id HAVING max(a.correct) = 1)",
+                {"run": run_id, "p": p}).fetchone()[0]
+        per_probe.append((p, sum(cnt for *_x, cnt in g), sum(cnt for _n, c, _f, cnt in g if c > 0),
+                          vote.get(p) or 0, lp_best.get(p) or 0, frozen.get(p), live, max(n for n, *_x in g)))
+    for probe, done, reach, n_vote, n_lp, n_frozen, live, max_n in sorted(per_probe,
+                                                                          key=lambda r: _probe_sort_key(r[0])):
         reachable = _frac(reach, n)
-        b_vote, b_lp = _frac(vote, n), _frac(lp, n)
+        b_vote, b_lp = _frac(n_vote, n), _frac(n_lp, n)
         budget = budgets.get(probe, max_n)
         curve = None
         if done == n and probe in curves:
@@ -683,7 +704,7 @@ def summary_rows(source: Any, run_id: int) -> list[dict[str, Any]]:
             gap=reachable - realized, blind_vote=b_vote, blind_logprob=b_lp,
             retained_vote=ratio(_diff(b_vote, realized), reachable - realized),
             retained_logprob=ratio(_diff(b_lp, realized), reachable - realized),
-            failure=frozen if frozen is not None else (live or 0), chance=_chance(info, budget),
+            failure=n_frozen if n_frozen is not None else (live or 0), chance=_chance(info, budget),
             pass_at_k=None if probe in ORDERED_PROBES else curve,
             reachable_at_k=curve if probe in ORDERED_PROBES else None))
     return rows
@@ -746,20 +767,17 @@ def questions_table(source: Any, run_ids: Sequence[int]) -> Table:
                     Column(f"first_hit_{s}", "int", label=f"first hit {p}")]
     rows: list[tuple] = []
     for run_id in run_ids:
-        select_probes = []
         params: dict[str, Any] = {"run": run_id}
-        for i, p in enumerate(probes):
-            params[f"p{i}"] = p
-            select_probes.append(
-                f"(SELECT hit FROM pq WHERE pq.question_id = q.id AND pq.probe = :p{i}), "
-                f"(SELECT first_hit FROM pq WHERE pq.question_id = q.id AND pq.probe = :p{i})"
-            )
+        piv = _pivot(probes, params)
+        select_probes = [f"piv.hit{i}, piv.first{i}" for i in range(len(probes))]
         sql = (
-            f"WITH {_RUN_QUESTIONS}, {_REALIZED}, {_PER_PROBE} "
-            "SELECT :run, q.qid, q.gold, real.answer, real.ok"
+            f"WITH {_RUN_QUESTIONS}, piv AS MATERIALIZED ({piv}) "
+            "SELECT :run, q.qid, q.gold, real.answer, real.correct"
             + "".join(", " + s for s in select_probes)
             + " FROM rq JOIN questions q ON q.id = rq.question_id"
-            " LEFT JOIN real ON real.question_id = q.id ORDER BY q.idx"
+            " LEFT JOIN attempts real ON real.run_id = :run AND real.probe = 'realized'"
+            " AND real.question_id = q.id AND real.attempt = 0"
+            " LEFT JOIN piv ON piv.question_id = q.id ORDER BY q.idx"
         )
         for r in con.execute(sql, params):
             out = list(r[:4]) + [None if r[4] is None else bool(r[4])]
@@ -804,21 +822,28 @@ PASSK_COLUMNS = [
 ]
 
 
-def _curves(con: sqlite3.Connection, run_id: int) -> dict[str, tuple[str, list[tuple[int, float, int]]]]:
+def _probe_groups(con: sqlite3.Connection, run_id: int) -> dict[str, list[tuple[int, int, int | None, int]]]:
+    """{probe: [(n attempts, c correct, first hit, number of questions), ...]}: the distinct per-question
+    outcomes of each reachability probe, counted by SQL (one pass over the attempts index)."""
+    by_probe: dict[str, list[tuple[int, int, int | None, int]]] = {}
+    for probe, n, c, first, count in con.execute(
+        f"WITH {_PER_PROBE} SELECT probe, n, c, first_hit, count(*) FROM pq GROUP BY probe, n, c, first_hit",
+        {"run": run_id},
+    ):
+        by_probe.setdefault(probe, []).append((n, c, first, count))
+    return dict(sorted(by_probe.items(), key=lambda kv: _probe_sort_key(kv[0])))
+
+
+def _curves(con: sqlite3.Connection, run_id: int,
+            groups: dict[str, list[tuple[int, int, int | None, int]]] | None = None,
+            ) -> dict[str, tuple[str, list[tuple[int, float, int]]]]:
     """{probe: (estimator, [(k, value, questions counted), ...])} for k = 1..max attempts.
 
     pass@k (unordered probes): the mean over questions with at least k attempts of the unbiased
     estimator. reachable@k (routes, mcts, mcts-blind): the share of questions whose first hit is < k,
     over the questions that have a hit before k or at least k attempts. Python only loops over the
     distinct (n, c, first_hit) groups that SQL returns, never over attempts."""
-    groups = con.execute(
-        f"""WITH {_PER_PROBE}
-            SELECT probe, n, c, first_hit, count(*) FROM pq GROUP BY probe, n, c, first_hit""",
-        {"run": run_id},
-    ).fetchall()
-    by_probe: dict[str, list[tuple[int, int, int | None, int]]] = {}
-    for probe, n, c, first, count in groups:
-        by_probe.setdefault(probe, []).append((n, c, first, count))
+    by_probe = _probe_groups(con, run_id) if groups is None else groups
     out = {}
     for probe in sorted(by_probe, key=_probe_sort_key):
         g = by_probe[probe]
@@ -993,14 +1018,14 @@ class Comparison:
 def _status_by_qid(con: sqlite3.Connection, run_id: int, probes: list[str]) -> dict[str, list]:
     """{qid: [idx, realized, hit(probe 0), hit(probe 1), ...]} for the run's questions (None unknown)."""
     params: dict[str, Any] = {"run": run_id}
-    cols = []
-    for i, p in enumerate(probes):
-        params[f"p{i}"] = p
-        cols.append(f"(SELECT hit FROM pq WHERE pq.question_id = q.id AND pq.probe = :p{i})")
+    piv = _pivot(probes, params)
     sql = (
-        f"WITH {_RUN_QUESTIONS}, {_REALIZED}, {_PER_PROBE} SELECT q.qid, q.idx, real.ok"
-        + "".join(", " + c for c in cols)
-        + " FROM rq JOIN questions q ON q.id = rq.question_id LEFT JOIN real ON real.question_id = q.id"
+        f"WITH {_RUN_QUESTIONS}, piv AS MATERIALIZED ({piv}) SELECT q.qid, q.idx, real.correct"
+        + "".join(f", piv.hit{i}" for i in range(len(probes)))
+        + " FROM rq JOIN questions q ON q.id = rq.question_id"
+        " LEFT JOIN attempts real ON real.run_id = :run AND real.probe = 'realized'"
+        " AND real.question_id = q.id AND real.attempt = 0"
+        " LEFT JOIN piv ON piv.question_id = q.id"
     )
     return {r[0]: list(r[1:]) for r in con.execute(sql, params)}
 

@@ -453,7 +453,7 @@ def test_mcnemar_against_hand_computed_values():
 
 def test_blind_sql_agrees_with_the_selectors_on_ties(tmp_path):
     """Vote ties broken by log-prob, then first appearance; NULL log-probs lowest; no answers don't vote."""
-    task = make_task("ties", 5)
+    task = make_task("ties", 6)
     g = [q.answer for q in task.questions]
     data = {
         "q000": {"realized": [(False, "9", -1.0)],
@@ -465,6 +465,10 @@ def test_blind_sql_agrees_with_the_selectors_on_ties(tmp_path):
         "q003": {"realized": [(True, g[3], -1.0)], "sample": [(False, None, None), (False, None, None)]},
         "q004": {"realized": [(True, g[4], -1.0)],
                  "sample": [(False, "7", -0.3), (True, g[4], -0.3), (True, g[4], -2.0), (False, "7", -0.1)]},
+        # the same answer graded differently (not from the grader, but the store allows it): the pick
+        # is that answer's highest-log-prob candidate, which is the correct one here
+        "q005": {"realized": [(False, "9", -1.0)],
+                 "sample": [(False, "5", -0.5), (True, "5", -0.1), (False, "6", -0.01)]},
     }
     with Store(tmp_path / "t.sqlite") as store:
         run = add_run(store, "m", task, "h", data)
@@ -473,10 +477,10 @@ def test_blind_sql_agrees_with_the_selectors_on_ties(tmp_path):
     assert row["blind_vote"] == pytest.approx(want["blind_vote"])
     assert row["blind_logprob"] == pytest.approx(want["blind_logprob"])
     # by hand: vote picks q000 "9"(wrong: count 2 vs 2, best lp -0.2 > -0.5), q001 "9" (first), q002 gold
-    # (first appearance, both NULL), q003 nothing, q004 "7" (lp -0.1) -> 1/5
-    assert row["blind_vote"] == pytest.approx(1 / 5)
+    # (first appearance, both NULL), q003 nothing, q004 "7" (lp -0.1), q005 "5" at -0.1 (correct) -> 2/6
+    assert row["blind_vote"] == pytest.approx(2 / 6)
     # logprob: q000 -0.2 "9" wrong, q001 tie -> first (wrong), q002 -0.1 no answer wrong, q003 first (wrong),
-    # q004 -0.1 wrong -> 0
+    # q004 -0.1 wrong, q005 -0.01 "6" wrong -> 0
     assert row["blind_logprob"] == 0.0
 
 
