@@ -15,6 +15,7 @@ import copy
 import functools
 import re
 import threading
+from dataclasses import replace
 
 import pytest
 
@@ -407,6 +408,31 @@ def test_stop_strings_eos_and_compute():
     prompt_len = len(lm.tokenizer(PROMPTS[0]).input_ids)
     assert free[0].prompt_tokens == prompt_len
     assert free[0].compute == 4 * (prompt_len + free[0].new_tokens)
+
+
+@pytest.mark.parametrize("arch", ["gemma2", "gpt2"])
+def test_finished_rows_leave_the_batch_exactly(arch, monkeypatch):
+    """Rows that stop early are dropped from the batch (and the cache); the others go on unchanged,
+    greedy and sampled (each row keeps its own generator)."""
+    r = runner(arch)
+    prompts = PROMPTS + ["1+1=", "abc", "Question: 7*8?"]
+    for dec in (Decoding(max_new_tokens=12), Decoding(max_new_tokens=12, temperature=1.0)):
+        free = r.generate(prompts, decoding=dec, seeds=list(range(len(prompts))), route=Route((0, 1, 1, 2, 3)))
+        # a stop string that one row produces early and at least one other row never produces
+        stop = next(ch for f in free for ch in f.text[:4] if any(ch not in g.text for g in free))
+        calls = []
+        real = routing.select_rows
+        monkeypatch.setattr(routing, "select_rows", lambda c, i: (calls.append(len(i)), real(c, i)))
+        gens = r.generate(prompts, decoding=replace(dec, stop=(stop,)), seeds=list(range(len(prompts))),
+                          route=Route((0, 1, 1, 2, 3)))
+        monkeypatch.undo()
+        assert calls, "no row left the batch"
+        for f, g in zip(free, gens):
+            if stop in f.text:
+                assert g.finish == "stop" and g.text == f.text[: f.text.index(stop)]
+                assert g.token_ids == f.token_ids[: g.new_tokens]
+            else:
+                assert g.token_ids == f.token_ids and g.text == f.text
 
 
 def test_out_of_memory_halves_the_batch(monkeypatch):

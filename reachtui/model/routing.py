@@ -141,6 +141,11 @@ def new_cache(arch: Architecture):
     return DynamicCache(config=arch.config)
 
 
+def select_rows(cache, index) -> None:
+    """Keep only the batch rows `index` (a LongTensor) in every layer of the cache, in place."""
+    cache.batch_select_indices(index)
+
+
 def forward_last_logits(model, input_ids, attention_mask, position_ids, cache) -> torch.Tensor:
     """One cached forward step; returns the logits of the last position, [batch, vocab]."""
     kwargs = {cache_argument(model): cache}

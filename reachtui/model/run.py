@@ -216,7 +216,7 @@ class Runner:
         tokens: list[list[int]] = [[] for _ in range(b)]
         logps: list[list[float]] = [[] for _ in range(b)]
         finish = ["length"] * b
-        active = list(range(b))
+        rows = list(range(b))          # original row of each row of the tensors (shrinks as rows finish)
         cache = routing.new_cache(self.arch)
         logits = routing.forward_last_logits(self.model, input_ids, attention, position_ids, cache)
         for step in range(dec.max_new_tokens):
@@ -227,36 +227,40 @@ class Runner:
             if gens is None:
                 nxt = logits.argmax(dim=-1)
             else:
-                nxt = self._sample(logits, dec, gens, active)
+                nxt = self._sample(logits, dec, [gens[r] for r in rows])
             chosen = logprobs.gather(1, nxt[:, None])[:, 0]
             is_eos = torch.isin(nxt, eos)
             nxt_list = nxt.tolist()
             lp_list = chosen.tolist()
             eos_list = is_eos.tolist()
-            still = []
-            for r in active:
-                tokens[r].append(nxt_list[r])
-                logps[r].append(lp_list[r])
-                if eos_list[r]:
+            keep: list[int] = []        # tensor rows still generating
+            for j, r in enumerate(rows):
+                tokens[r].append(nxt_list[j])
+                logps[r].append(lp_list[j])
+                if eos_list[j]:
                     finish[r] = "eos"
                 else:
-                    still.append(r)
-            if stops and still:
-                texts = self.tokenizer.batch_decode([tokens[r] for r in still], skip_special_tokens=True)
+                    keep.append(j)
+            if stops and keep:
+                texts = self.tokenizer.batch_decode([tokens[rows[j]] for j in keep], skip_special_tokens=True)
                 kept = []
-                for r, text in zip(still, texts):
+                for j, text in zip(keep, texts):
                     if any(s in text for s in stops):
-                        finish[r] = "stop"
+                        finish[rows[j]] = "stop"
                     else:
-                        kept.append(r)
-                still = kept
-            active = still
-            if not active or step == dec.max_new_tokens - 1:
+                        kept.append(j)
+                keep = kept
+            if not keep or step == dec.max_new_tokens - 1:
                 break
-            feed = nxt
-            attention = torch.cat([attention, torch.ones((b, 1), dtype=attention.dtype, device=device)], dim=1)
+            attention = torch.cat([attention, attention.new_ones((attention.shape[0], 1))], dim=1)
             position_ids = position_ids[:, -1:] + 1
-            logits = routing.forward_last_logits(self.model, feed[:, None], attention, position_ids, cache)
+            if len(keep) < len(rows):
+                # finished rows leave the batch: later steps cost only what is still generating
+                index = torch.tensor(keep, device=device)
+                routing.select_rows(cache, index)
+                attention, position_ids, nxt = attention[index], position_ids[index], nxt[index]
+                rows = [rows[j] for j in keep]
+            logits = routing.forward_last_logits(self.model, nxt[:, None], attention, position_ids, cache)
         del cache
 
         out = []
@@ -280,18 +284,16 @@ class Runner:
         return out
 
     @staticmethod
-    def _sample(logits, dec: Decoding, gens, active) -> torch.Tensor:
+    def _sample(logits, dec: Decoding, gens) -> torch.Tensor:
+        """One token per row, row j drawn with its own generator gens[j] (batch-independent)."""
         probs = torch.softmax(logits / dec.temperature, dim=-1)
-        nxt = logits.argmax(dim=-1)  # placeholder for finished rows (never read)
+        order = None
         if dec.top_p < 1.0:
-            sorted_p, order = probs.sort(dim=-1, descending=True)
-            cum = sorted_p.cumsum(dim=-1)
-            drop = (cum - sorted_p) > dec.top_p
-            sorted_p = sorted_p.masked_fill(drop, 0.0)
-            for r in active:
-                k = torch.multinomial(sorted_p[r], 1, generator=gens[r])
-                nxt[r] = order[r, k[0]]
-        else:
-            for r in active:
-                nxt[r] = torch.multinomial(probs[r], 1, generator=gens[r])[0]
+            probs, order = probs.sort(dim=-1, descending=True)
+            drop = (probs.cumsum(dim=-1) - probs) > dec.top_p
+            probs = probs.masked_fill(drop, 0.0)
+        picks = [torch.multinomial(probs[j], 1, generator=g) for j, g in enumerate(gens)]
+        nxt = torch.cat(picks)
+        if order is not None:
+            nxt = order.gather(1, nxt[:, None])[:, 0]
         return nxt
