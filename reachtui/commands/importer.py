@@ -454,6 +454,6 @@ def import_(file, task_spec, fmt, model, store_path, answer_format, filter_name,
     table = T.select(table, columns=["probe", "budget", "n", "realized", "reachable", "gap", "blind_vote",
                                      "blind_logprob", "failure_set_size"])
     table.title = (f"run {result.run_id} (imported, protocol {result.protocol_hash}): "
-                   + ", ".join(f"{k} {v}" for k, v in result.attempts.items()) + " attempts")
+                   + " + ".join(f"{v} {k}" for k, v in result.attempts.items()) + " attempts")
     emit([table], "table", None)
     click.echo(f"run {result.run_id}")
