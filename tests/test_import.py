@@ -261,3 +261,30 @@ def test_import_does_not_load_heavy_libraries(tmp_path, task_file):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "HEAVY="
+
+
+def test_declared_protocol_and_mean_logprob(tmp_path, task_file):
+    from reachtui.protocol import load_protocol_file
+
+    proto = tmp_path / "p.toml"
+    proto.write_text('answer_format = "number"\n[[probes]]\nname = "sample"\nbudget = 4\ntemperature = 0.7\n'
+                     '[[probes]]\nname = "routes"\nbudget = 2\n')
+    data = {q: {p: outs for p, outs in per.items()} for q, per in JSONL.items()}
+    lines = [json.dumps({"question_id": q, "probe": p, "attempt": j, "output": out,
+                         "mean_logprob": -1.0 if (p == "sample" and j == 2) else -2.0})
+             for q, per in data.items() for p, outs in per.items() for j, out in enumerate(outs)]
+    gens = tmp_path / "gens.jsonl"
+    gens.write_text("\n".join(lines) + "\n")
+    res = invoke("import", str(gens), "--task", str(task_file), "--protocol", str(proto),
+                 "--store", str(tmp_path / "s.sqlite"))
+    assert res.exit_code == 0, res.output
+    with Store(tmp_path / "s.sqlite", readonly=True) as store:
+        assert store.get_run(1)["protocol_hash"] == load_protocol_file(proto).hash()
+        row = {r["probe"]: r for r in T.summary_table(store, [1]).dicts()}["sample"]
+        assert row["budget"] == 4  # the declared budget, not the 3 attempts in the file
+    # the log-prob selector picks attempt 2 of sample: correct for a1 ("#### 10") and a5 ("#### 50")
+    assert row["blind_logprob"] == pytest.approx(2 / 5)
+    proto.write_text('[[probes]]\nname = "sample"\nbudget = 2\n[[probes]]\nname = "routes"\nbudget = 2\n')
+    out = _main("import", str(gens), "--task", str(task_file), "--protocol", str(proto),
+                "--store", str(tmp_path / "s.sqlite"))
+    assert out.returncode == 2 and "more than the protocol's budget 2" in out.stderr
