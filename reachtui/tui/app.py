@@ -93,7 +93,7 @@ class Launch:
 class ReachApp(App[None]):
     """`reachtui open`: the question-by-question audit browser."""
 
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")
     TITLE = "reachtui"
     COMMANDS = App.COMMANDS | {ReachCommands}
     COMMAND_PALETTE_BINDING = "ctrl+p"
@@ -324,7 +324,10 @@ class ReachApp(App[None]):
     def _apply_view(self) -> None:
         run = self.run_info
         rows = self.view_rows()
+        before = self.current_row()
         self.table.set_rows(rows, run.probes if run else ())
+        if self.current_row() != before:  # same question, new attempts (the audit moved on): redraw it
+            self._highlighted(None)
         self.counters = counters(self.all_rows, run.probes, {p: fs["size"] for p, fs in self.frozen.items()}) \
             if run else None
         self._refresh_chrome()
@@ -394,7 +397,7 @@ class ReachApp(App[None]):
     # ---- the detail pane --------------------------------------------------------------------------
 
     @on(QuestionTable.Highlighted)
-    def _highlighted(self, msg: QuestionTable.Highlighted) -> None:
+    def _highlighted(self, msg: QuestionTable.Highlighted | None) -> None:
         if self._detail_timer is not None:
             self._detail_timer.stop()
         self._detail_timer = self.set_timer(0.05, self._show_detail)

@@ -104,47 +104,61 @@ class DetailPane(VerticalScroll):
         yield Static("", id="detail-question")
         yield Static("", id="detail-default")
         yield Static("", id="detail-hits-title", classes="section")
-        yield Vertical(id="detail-hits")
+        with Vertical(id="detail-hits"):
+            # a fixed pool, updated in place: moving through 10,000 questions never mounts a widget
+            for i in range(MAX_HITS_SHOWN):
+                c = Collapsible(Static("", classes="hit-text"), title="", collapsed=True, id=f"hit-{i}")
+                c.display = False
+                yield c
+            yield Static("", id="detail-more")
 
     def show(self, question: dict[str, Any] | None, default: dict[str, Any] | None,
              hits: list[dict[str, Any]]) -> None:
+        with self.app.batch_update():
+            self._show(question, default, hits)
+
+    def _show(self, question: dict[str, Any] | None, default: dict[str, Any] | None,
+              hits: list[dict[str, Any]]) -> None:
         if not question:
             self.query_one("#detail-title", Static).update(Text("no question selected", style="dim"))
-            for wid in ("#detail-question", "#detail-default", "#detail-hits-title"):
+            for wid in ("#detail-question", "#detail-default", "#detail-hits-title", "#detail-more"):
                 self.query_one(wid, Static).update("")
-            self.query_one("#detail-hits").remove_children()
-            return
-        title = Text()
-        title.append(f"{question['qid']}", style="bold")
-        title.append("  gold ", style="dim")
-        title.append(str(question["gold"]), style="bold green")
-        self.query_one("#detail-title", Static).update(title)
-        self.query_one("#detail-question", Static).update(Text(question["question"]))
-        d = Text()
-        d.append("default output  ", style="bold dim")
-        if default is None:
-            d.append("not yet run", style="dim")
+            hits = []
         else:
-            d.append_text(mark(bool(default["correct"]) if default["correct"] is not None else None))
-            d.append(f"  answer {default['answer'] if default['answer'] is not None else '∅'}\n", style="bold")
-            d.append((default["text"] or "").strip() or "(empty)")
-        self.query_one("#detail-default", Static).update(d)
-        box = self.query_one("#detail-hits")
-        box.remove_children()
-        self.query_one("#detail-hits-title", Static).update(
-            f"attempts that reached the gold: {len(hits)}" if hits else "no attempt reached the gold")
-        widgets = []
-        for h in hits[:MAX_HITS_SHOWN]:
-            how = f"route {h['route']}" if h.get("route") else (
-                f"T={h['temperature']:g}" if h.get("temperature") else "default decoding")
-            if h.get("silenced"):
-                how += f" · silence {h['silenced']}"
-            title = f"{h['probe']} #{h['attempt'] + 1} · {how} → {h['answer']}"
-            widgets.append(Collapsible(Static(Text((h["text"] or "").strip())), title=title, collapsed=True))
-        if len(hits) > MAX_HITS_SHOWN:
-            widgets.append(Static(Text(f"… and {len(hits) - MAX_HITS_SHOWN} more", style="dim")))
-        if widgets:
-            box.mount_all(widgets)
+            title = Text()
+            title.append(f"{question['qid']}", style="bold")
+            title.append("  gold ", style="dim")
+            title.append(str(question["gold"]), style="bold green")
+            self.query_one("#detail-title", Static).update(title)
+            self.query_one("#detail-question", Static).update(Text(question["question"]))
+            d = Text()
+            d.append("default output  ", style="bold dim")
+            if default is None:
+                d.append("not yet run", style="dim")
+            else:
+                d.append_text(mark(bool(default["correct"]) if default["correct"] is not None else None))
+                d.append(f"  answer {default['answer'] if default['answer'] is not None else '∅'}\n", style="bold")
+                d.append((default["text"] or "").strip() or "(empty)")
+            self.query_one("#detail-default", Static).update(d)
+            self.query_one("#detail-hits-title", Static).update(
+                f"attempts that reached the gold: {len(hits)}" if hits else "no attempt reached the gold")
+            more = len(hits) - MAX_HITS_SHOWN
+            self.query_one("#detail-more", Static).update(
+                Text(f"… and {more} more (export: attempts)", style="dim") if more > 0 else "")
+        for i, c in enumerate(self.query(Collapsible)):
+            if i < len(hits):
+                h = hits[i]
+                how = f"route {h['route']}" if h.get("route") else (
+                    f"T={h['temperature']:g}" if h.get("temperature") else "default decoding")
+                if h.get("silenced"):
+                    how += f" · silence {h['silenced']}"
+                c.title = f"{h['probe']} #{h['attempt'] + 1} · {how} → {h['answer']}"
+                c.query_one(".hit-text", Static).update(Text((h["text"] or "").strip()))
+                c.collapsed = True
+                c.display = True
+            elif c.display:
+                c.display = False
+        self.scroll_home(animate=False)
 
 
 class LivePane(Static):

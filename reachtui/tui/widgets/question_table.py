@@ -13,7 +13,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
@@ -134,8 +134,13 @@ class QuestionTable(ScrollView, can_focus=True):
         return max(0, min(value, len(self.rows) - 1)) if self.rows else 0
 
     def watch_cursor(self, old: int, new: int) -> None:
+        top = round(self.scroll_y)
         self._scroll_cursor_into_view()
-        self.refresh()
+        if round(self.scroll_y) == top:  # no scroll: only the two rows whose highlight changed
+            width = self.size.width
+            self.refresh(Region(0, old - top, width, 1), Region(0, new - top, width, 1))
+        else:
+            self.refresh()
         self._post_highlight()
 
     def _post_highlight(self) -> None:
@@ -181,31 +186,41 @@ class QuestionTable(ScrollView, can_focus=True):
 
     # ---- rendering --------------------------------------------------------------------------------
 
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._styles = None
+
+    def _line_styles(self) -> dict[tuple[str, bool], Style]:
+        """The styles of each part (id, glyphs, text) for a normal and a cursor row, computed once per
+        theme/CSS change rather than once per rendered line."""
+        if getattr(self, "_styles", None) is None:
+            base = self.rich_style
+            cursor = base + self.get_component_rich_style("questiontable--cursor")
+            styles: dict[tuple[str, bool], Style] = {("text", False): base, ("text", True): cursor}
+            for part in ("id", "realized", "reached", "unreached", "pending"):
+                colour = self.get_component_rich_style(f"questiontable--{part}", partial=True)
+                styles[(part, False)] = base + colour
+                styles[(part, True)] = cursor + Style(color=colour.color, bold=colour.bold)
+            self._styles = styles
+        return self._styles
+
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         index = round(self.scroll_y) + y
-        base = self.rich_style
+        styles = self._line_styles()
         if index >= len(self.rows):
-            return Strip.blank(width, base)
+            return Strip.blank(width, styles[("text", False)])
         row = self.rows[index]
-        cursor = index == self.cursor
-        style = base + self.get_component_rich_style("questiontable--cursor") if cursor else base
-        segments = [Segment(f"{row.qid[:ID_WIDTH - 1]:<{ID_WIDTH}}", self._part(style, "id", cursor))]
+        cur = index == self.cursor
+        segments = [Segment(f"{row.qid[:ID_WIDTH - 1]:<{ID_WIDTH}}", styles[("id", cur)])]
         if row.realized is None:
-            segments.append(Segment(" … ", self._part(style, "pending", cursor)))
+            segments.append(Segment(" … ", styles[("pending", cur)]))
         elif row.realized:
-            segments.append(Segment(" ✓ ", self._part(style, "realized", cursor)))
+            segments.append(Segment(" ✓ ", styles[("realized", cur)]))
         else:
-            segments.append(Segment(" ✗ ", self._part(style, "unreached", cursor)))
+            segments.append(Segment(" ✗ ", styles[("unreached", cur)]))
         for p in range(len(self.probes)):
             status = cell_status(row, p)
-            segments.append(Segment(probe_cell(status, row.first_hit[p]), self._part(style, status, cursor)))
-        segments.append(Segment(" " + row.text, style))
-        strip = Strip(segments).adjust_cell_length(width, style)
-        return strip.apply_offsets(0, index)
-
-    def _part(self, style: Style, part: str, cursor: bool) -> Style:
-        colour = self.get_component_rich_style(f"questiontable--{part}", partial=True)
-        if cursor:
-            return style + Style(color=colour.color, bold=colour.bold)
-        return style + colour
+            segments.append(Segment(probe_cell(status, row.first_hit[p]), styles[(status, cur)]))
+        segments.append(Segment(" " + row.text, styles[("text", cur)]))
+        return Strip(segments).adjust_cell_length(width, styles[("text", cur)]).apply_offsets(0, index)
