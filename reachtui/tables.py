@@ -363,13 +363,14 @@ def to_latex(table: Table, *, headers: bool = True) -> str:
 
 
 def to_rich(table: Table):
-    """A rich Table for the terminal (percentages for fractions; warnings in the title, in red)."""
+    """A rich Table for the terminal (percentages for fractions; warnings in the title, in red). Notes
+    are not part of it: print `table.notes` after it (as `to_text` and `reachtui export` do)."""
     from rich.table import Table as RichTable
 
     title = table.title
     if table.warnings:
         title = "[bold red]" + " ".join(f"WARNING: {w}" for w in table.warnings) + "[/]\n" + title
-    rt = RichTable(title=title, caption="\n".join(table.notes) or None, caption_justify="left")
+    rt = RichTable(title=title)
     for c in table.columns:
         rt.add_column(human_header(c), justify="right" if _numeric(c) else "left")
     for row in table.rows:
@@ -378,11 +379,13 @@ def to_rich(table: Table):
 
 
 def to_text(table: Table, *, width: int = 160) -> str:
-    """The rich rendering as plain text (what `--format table` prints when not on a terminal)."""
+    """The rich rendering as plain text, notes below it (what `--format table` prints to a file or pipe)."""
     from rich.console import Console
 
     console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
     console.print(to_rich(table))
+    for n in table.notes:
+        console.print(n, markup=False, highlight=False)
     return console.export_text()
 
 
@@ -1166,7 +1169,7 @@ def compare_views(comparison: Comparison) -> list[Table]:
     scores.rows = [tuple(r[c.name] for c in scores.columns) for r in d]
     trans = Table(
         "compare-transitions",
-        f"Question-level transitions from run {a} to run {b} (exact McNemar p on gained vs lost)",
+        f"Question transitions, run {a} to run {b}",
         [Column("measure"), Column("n", "int"), Column("gained", "int"), Column("lost", "int"),
          Column("kept", "int"), Column("never", "int"), Column("p", "pvalue")],
         [],

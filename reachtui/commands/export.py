@@ -88,6 +88,8 @@ def emit(tables, fmt: str, output: str | None, *, headers: bool = True) -> None:
         console = Console()
         for t in tables:
             console.print(to_rich(t))
+            for n in t.notes:
+                console.print(n, markup=False, highlight=False, style="dim")
         return
     text = render_many(tables, fmt, headers=headers)
     if output:
