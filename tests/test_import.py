@@ -288,3 +288,16 @@ def test_declared_protocol_and_mean_logprob(tmp_path, task_file):
     out = _main("import", str(gens), "--task", str(task_file), "--protocol", str(proto),
                 "--store", str(tmp_path / "s.sqlite"))
     assert out.returncode == 2 and "more than the protocol's budget 2" in out.stderr
+
+
+async def test_an_imported_run_is_browsable_in_the_app(tmp_path, task_file):
+    from reachtui.tui.app import ReachApp
+
+    gens = write_jsonl(tmp_path / "gens.jsonl")
+    assert invoke("import", str(gens), "--task", str(task_file), "--store", str(tmp_path / "s.sqlite")).exit_code == 0
+    app = ReachApp(tmp_path / "s.sqlite")
+    async with app.run_test(size=(150, 42)) as pilot:
+        await pilot.pause()
+        assert app.table.row_ids == list(GOLD)
+        assert app.counters.n == 5 and app.counters.realized == 2
+        assert app.counters.failure == {"sample": 2, "routes": 1}
