@@ -15,8 +15,15 @@ Column kinds decide how a value is written:
     bool              true/false in json, 1/0 in csv/tsv, "yes"/"no" for people
 None and NaN are empty in csv/tsv, null in json, "–" for people.
 
-Pure Python plus sqlite3/sqlite-utils: importing this module must never import torch, transformers or
-textual (rich is imported only by `to_rich`).
+Entry points: `build_table(store, name, run_ids)` (TABLES), `summary_rows(store, run_id)` (the
+closing summary's numbers as dicts, equal to `reachtui.summary.summarize`), `compare_runs(store, a, b)`
+(a `Comparison`: the wide `compare` table, `compare_views` for people, `list_table` for one
+transition cell), `select` (--where/--columns/--order/--limit over a built table, in a private
+in-memory SQLite), `render`/`render_many` (text in a format), `to_rich`.
+Later columns (intervals, chance control) append to a table's `columns`; formatters need no change.
+
+Pure Python plus sqlite3: importing this module must never import torch, transformers or
+textual (rich is imported only by `to_rich`/`to_text`).
 """
 
 from __future__ import annotations
