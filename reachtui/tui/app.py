@@ -338,11 +338,13 @@ class ReachApp(App[None]):
         shown = len(self.table.rows)
         total = len(self.all_rows)
         label = self.filter.label()
-        frozen = ""
+        note = ""
         if self.filter.kind == "failure":
-            frozen = " (frozen set)" if self.filter.probe in self.frozen else " (live: reachable ∧ ¬realized)"
+            note = " [frozen set]" if self.filter.probe in self.frozen else " [live: reachable ∧ ¬realized]"
         self.sub_title = f"{label} — {shown} of {total}"
-        status = f"filter: {label}{frozen} — {shown} of {total} questions"
+        status = f"filter: {label} — {shown} of {total} questions{note}"
+        if self._found is not None:
+            status += "  (escape clears the search)"
         if self.last_export is not None:
             status += f"  │ exported → {self.last_export}"
         self.query_one("#status", Static).update(status)
@@ -381,6 +383,7 @@ class ReachApp(App[None]):
             return
         self._found = self.data.search(self.run_info.id, text)
         self.filter = Filter(self.filter.kind, self.filter.probe, text)
+        event.input.display = False  # the search stays on (status line) until escape
         self.table.focus()
         self._apply_view()
 
