@@ -234,6 +234,8 @@ async def test_live_run_and_apply_with_a_runner(stored, tmp_path):
         await pilot.pause()
         assert app.intervention.silenced == {2}
         assert app.last_apply["repaired"] == len(ids["failure:routes"])
+        # ... and the table shows the questions it changed: here every failure-set question, repaired
+        assert app.filter.kind == "changed" and shown(app) == ids["failure:routes"]
         assert f"exploration #{eid}" in str(app.query_one("#live").render())
 
 

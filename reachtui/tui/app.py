@@ -150,6 +150,7 @@ class ReachApp(App[None]):
         self._members: dict[int, set[int]] = {}
         self.filter = Filter()
         self._found: set[int] | None = None
+        self._changed: set[int] = set()  # questions an exploration changed (filter "changed")
         self.counters: Counters | None = None
         self.intervention: Intervention | None = None
         self.runner = None
@@ -163,6 +164,7 @@ class ReachApp(App[None]):
         self.last_export: Path | None = None
         self.last_live: dict[str, Any] | None = None
         self.last_apply: dict[str, Any] | None = None
+        self.last_exploration: int | None = None
         self.first_paint_s: float | None = None
         self.ready_at: float | None = None
 
@@ -300,7 +302,8 @@ class ReachApp(App[None]):
             if n:
                 self.intervention = Intervention.identity(n)
                 self.query_one(LayerStrip).intervention = self.intervention
-        if self.filter.kind == "failure" and self.filter.probe not in run.probes:
+        if (self.filter.kind == "failure" and self.filter.probe not in run.probes) or (
+                new_run and self.filter.kind == "changed"):
             self.filter = Filter(search=self.filter.search)
         self._apply_view()
 
@@ -318,7 +321,10 @@ class ReachApp(App[None]):
         run = self.run_info
         if run is None:
             return []
-        members = self._members_of(self.filter.probe) if self.filter.kind == "failure" else None
+        if self.filter.kind == "changed":
+            members = self._changed
+        else:
+            members = self._members_of(self.filter.probe) if self.filter.kind == "failure" else None
         return apply_filter(self.all_rows, run.probes, self.filter, members=members, found=self._found)
 
     def _apply_view(self) -> None:
@@ -682,9 +688,10 @@ class ReachApp(App[None]):
         self.last_apply = msg.info
         self.query_one(LivePane).applied(msg.info)
         if msg.info["status"] == "complete":
+            self.last_exploration = msg.info["exploration_id"]
             self.notify(f"{msg.info['name']}: repaired {msg.info['repaired']}/{msg.info['failure_n']}, "
                         f"broken {msg.info['broken']}/{msg.info['realized_n']} — stored as exploration "
-                        f"#{msg.info['exploration_id']} (o to re-open)", title="applied")
+                        f"#{msg.info['exploration_id']} (o re-opens it and lists the questions it changed)", title="applied")
 
     def action_cancel_work(self) -> None:
         cancelled = self.workers.cancel_group(self, "apply")
@@ -726,6 +733,17 @@ class ReachApp(App[None]):
                     realized_n=len(self.data.store.realized_ids(self.run_info.id)), status=e["status"])
         self.last_apply = info
         self.query_one(LivePane).applied(info)
+        self.show_changed(e["id"])
+
+    def show_changed(self, exploration_id: int) -> None:
+        """Filter the table to the questions an exploration repaired or broke."""
+        if self.data is None or self.run_info is None:
+            return
+        repaired, broken = self.data.exploration_changes(self.run_info.id, exploration_id)
+        self._changed = repaired | broken
+        self.filter = Filter("changed", f"exploration #{exploration_id} ({len(repaired)} repaired, "
+                                        f"{len(broken)} broken)", self.filter.search)
+        self._apply_view()
 
     # ---- the audit --------------------------------------------------------------------------------
 

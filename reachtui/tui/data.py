@@ -230,19 +230,39 @@ class AuditData:
     def explorations(self, run_id: int) -> list[dict[str, Any]]:
         return self.store.explorations(run_id)
 
+    def exploration_changes(self, run_id: int, exploration_id: int) -> tuple[set[int], set[int]]:
+        """(repaired, broken): questions the exploration's intervention turned right (from a wrong
+        default) and wrong (from a right default), from its stored `explore:<id>` attempts."""
+        repaired: set[int] = set()
+        broken: set[int] = set()
+        for key, now, default in self.conn.execute(
+            "SELECT e.question_id, e.correct, r.correct FROM attempts e JOIN attempts r "
+            "ON r.run_id = e.run_id AND r.question_id = e.question_id AND r.probe = 'realized' AND r.attempt = 0 "
+            "WHERE e.run_id = ? AND e.probe = ?", (run_id, f"explore:{exploration_id}")):
+            if now == 1 and default == 0:
+                repaired.add(key)
+            elif now == 0 and default == 1:
+                broken.add(key)
+        return repaired, broken
+
 
 # ---- the filtered view (pure functions over QRows) ------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Filter:
-    kind: str = "all"  # all | failure | realized | unreachable
-    probe: str | None = None  # for kind == "failure"
+    kind: str = "all"  # all | failure | realized | unreachable | changed
+    probe: str | None = None  # for kind == "failure"; for "changed": the exploration's label
     search: str | None = None  # FTS text, combined with the kind
 
     def label(self) -> str:
         names = {"all": "all questions", "realized": "realized", "unreachable": "unreachable"}
-        text = f"failure set ({self.probe})" if self.kind == "failure" else names[self.kind]
+        if self.kind == "failure":
+            text = f"failure set ({self.probe})"
+        elif self.kind == "changed":
+            text = f"changed by {self.probe}"
+        else:
+            text = names[self.kind]
         if self.search:
             text += f" · search “{self.search}”"
         return text
@@ -258,6 +278,8 @@ def apply_filter(rows: list[QRow], probes: tuple[str, ...], flt: Filter, *,
         out = [r for r in rows if r.realized]
     elif flt.kind == "unreachable":
         out = [r for r in rows if r.realized is False and all(x is False for x in r.reach)]
+    elif flt.kind == "changed":
+        out = [r for r in rows if r.key in (members or set())]
     elif flt.kind == "failure":
         if members is not None:
             out = [r for r in rows if r.key in members]

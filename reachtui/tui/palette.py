@@ -39,6 +39,9 @@ def palette_commands(app: ReachApp) -> list[tuple[str, Callable[[], object], str
         add(f"run: apply the intervention to failure set ({probe}) and the realized set",
             partial(app.apply_intervention, probe), "repaired / broken counts, stored as an exploration")
     add("run: explorations…", app.action_explorations, "re-open a stored exploration")
+    if app.last_exploration is not None:
+        add(f"filter: changed by exploration #{app.last_exploration}",
+            partial(app.show_changed, app.last_exploration), "the questions it repaired or broke")
     for r in app.store_runs():
         add(f"run: open run {r['id']} · {r['model']} · {r['task']} · {r['protocol_hash'][:8]} · {r['status']}",
             partial(app.open_run, r["id"]), f"browse run {r['id']} of this store")
