@@ -347,3 +347,13 @@ def test_open_command_errors_are_one_line(tmp_path):
                           "--run", "7"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and out.stderr.strip() == f"error: no run 7 in {tmp_path / 's.sqlite'}"
     assert main  # imported without starting anything
+
+
+def test_app_helpers_import_neither_textual_nor_torch():
+    """The open command, the store reads and the intervention model are plain Python: only
+    reachtui/tui/app.py and its widgets/screens pull in textual, and nothing here pulls in torch."""
+    code = ("import sys, reachtui.commands.open, reachtui.tui.data, reachtui.tui.intervention, reachtui.tui.diff\n"
+            "print(','.join(m for m in ('torch', 'transformers', 'textual') if m in sys.modules) or 'clean')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "clean"
