@@ -357,3 +357,25 @@ def test_app_helpers_import_neither_textual_nor_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "clean"
+
+
+async def test_keymap_remaps_by_binding_id(stored, tmp_path):
+    from reachtui.commands.open import read_keymap
+    from reachtui.errors import ReachError
+
+    path, run_id = stored
+    ids = store_ids(path, run_id)
+    km = tmp_path / "keys.toml"
+    km.write_text('"filter.failure" = "F"\n"table.down" = "n"\n')
+    keymap = read_keymap(str(km))
+    assert keymap == {"filter.failure": "F", "table.down": "n"}
+    app = ReachApp(path, keymap=keymap)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("F")
+        assert shown(app) == ids["failure:sample"]
+        await pilot.press("n")
+        assert app.table.cursor == 1
+        assert any(r[0] == "F" and r[2] == "filter.failure" for r in app.help_rows())
+    km.write_text('"filter.nope" = "F"\n')
+    with pytest.raises(ReachError, match="unknown binding id 'filter.nope'"):
+        read_keymap(str(km))

@@ -100,8 +100,10 @@ def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_s
 @click.option("--batch-size", type=int, default=64, show_default=True, help="Prompts per generation call.")
 @click.option("--trust-remote-code", is_flag=True, help="Allow the model's own code (off by default).")
 @click.option("--allow-download", is_flag=True, help="Fetch the model from the Hugging Face hub if not cached.")
+@click.option("--keymap", "keymap_file", type=click.Path(dir_okay=False), default=None,
+              help='A TOML file of binding id = "key" (ids in the help screen), e.g. "filter.failure" = "F".')
 def open_(model, task_spec, store_path, run_id, probes, budget, temperature, seed, limit, mlp_scan, protocol_file,
-          max_new_tokens, new_run, device, dtype, batch_size, trust_remote_code, allow_download):
+          max_new_tokens, new_run, device, dtype, batch_size, trust_remote_code, allow_download, keymap_file):
     """Open the app: browse an audit question by question, filter failure sets, silence MLP blocks or
     edit the layer route of a question and see the answer change, apply that to a whole set.
 
@@ -111,6 +113,7 @@ def open_(model, task_spec, store_path, run_id, probes, budget, temperature, see
 
     path = Path(store_path) if store_path else default_store_path()
     launch_kw = dict(device=device, dtype=dtype, trust_remote_code=trust_remote_code, allow_download=allow_download)
+    keymap = read_keymap(keymap_file) if keymap_file else None
     if model is None:
         if not path.is_file():
             raise ReachError(f"no audit store at {path}: run `reachtui open demo` (or `reachtui audit ...`) first")
@@ -124,7 +127,7 @@ def open_(model, task_spec, store_path, run_id, probes, budget, temperature, see
         from reachtui.tui.data import preload
 
         future = preload(path, run_id)   # the rows load while textual imports
-        return _run_app(path, run_id, launch_kw, preloaded=future)
+        return _run_app(path, run_id, launch_kw, preloaded=future, keymap=keymap)
 
     from reachtui.protocol import Protocol, load_protocol_file, protocol_from_options
     from reachtui.tasks import load_task
@@ -153,13 +156,43 @@ def open_(model, task_spec, store_path, run_id, probes, budget, temperature, see
     if run_id is None:
         job = make_audit_job(path, task, protocol, limit=limit, batch_size=batch_size, mlp_scan=mlp_scan,
                              new_run=new_run)
-    return _run_app(path, run_id, dict(launch_kw, model=model, audit_job=job))
+    return _run_app(path, run_id, dict(launch_kw, model=model, audit_job=job), keymap=keymap)
 
 
-def _run_app(path: Path, run_id: int | None, launch_kw: dict, preloaded=None) -> None:
+def read_keymap(path: str) -> dict[str, str]:
+    """`binding.id = "key"` lines (TOML); unknown ids are refused with the list of known ones."""
+    import tomllib
+
+    try:
+        raw = tomllib.loads(Path(path).read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ReachError(f"--keymap {path}: {exc}") from None
+    flat: dict[str, str] = {}
+
+    def walk(prefix: str, d: dict) -> None:   # "filter.failure" = "F" parses as a nested table
+        for k, v in d.items():
+            name = f"{prefix}.{k}" if prefix else k
+            if isinstance(v, dict):
+                walk(name, v)
+            elif isinstance(v, str) and v.strip():
+                flat[name] = v.strip()
+            else:
+                raise ReachError(f"--keymap {path}: {name} must be a key name like \"F\" or \"ctrl+f\"")
+
+    walk("", raw)
+    from reachtui.tui.app import binding_ids
+
+    known = binding_ids()
+    unknown = sorted(set(flat) - set(known))
+    if unknown:
+        raise ReachError(f"--keymap {path}: unknown binding id {unknown[0]!r} (known: {', '.join(known)})")
+    return flat
+
+
+def _run_app(path: Path, run_id: int | None, launch_kw: dict, preloaded=None, keymap=None) -> None:
     from reachtui.tui.app import Launch, ReachApp
 
-    app = ReachApp(path, run_id, launch=Launch(**launch_kw), preloaded=preloaded)
+    app = ReachApp(path, run_id, launch=Launch(**launch_kw), preloaded=preloaded, keymap=keymap)
     app.run()
     if app.return_code not in (None, 0):
         raise SystemExit(app.return_code)

@@ -112,13 +112,14 @@ class ReachApp(App[None]):
         Binding("enter", "live_run", "Run", id="live.run",
                 tooltip="Run the selected question under the edited layers"),
         Binding("left_square_bracket", "layer_move(-1)", "◂ layer", show=False, id="layer.left",
-                key_display="["),
+                key_display="[", tooltip="Move the layer cursor left"),
         Binding("right_square_bracket", "layer_move(1)", "layer ▸", show=False, id="layer.right",
-                key_display="]"),
+                key_display="]", tooltip="Move the layer cursor right"),
         Binding("x", "layer('skip')", "Skip", id="layer.skip", tooltip="Skip / restore the layer under the cursor"),
         Binding("plus,equals_sign", "layer('repeat')", "Repeat", show=False, id="layer.repeat",
                 key_display="+", tooltip="Run the layer under the cursor once more (at most twice)"),
-        Binding("minus", "layer('less')", "Less", show=False, id="layer.less", key_display="-"),
+        Binding("minus", "layer('less')", "Less", show=False, id="layer.less", key_display="-",
+                tooltip="Run the layer under the cursor one time fewer (0 = skipped)"),
         Binding("m", "layer('silence')", "Silence MLP", id="layer.silence",
                 tooltip="Silence / restore the MLP of the layer under the cursor"),
         Binding("0", "reset_layers", "Reset", show=False, id="layer.reset",
@@ -126,18 +127,23 @@ class ReachApp(App[None]):
         Binding("e", "edit_route", "Type route", id="layer.edit", tooltip="Type a route like 0-3,3,5-7"),
         Binding("A", "apply", "Apply to set", id="live.apply",
                 tooltip="Apply the intervention to the failure set and the realized set"),
-        Binding("o", "explorations", "Explorations", show=False, id="live.explorations"),
+        Binding("o", "explorations", "Explorations", show=False, id="live.explorations",
+                tooltip="Re-open a stored exploration and list the questions it changed"),
         Binding("c", "cancel_work", "Cancel", show=False, id="live.cancel",
                 tooltip="Cancel a running apply"),
         Binding("v", "charts", "Charts", id="view.charts", tooltip="MLP scan, reachable@k, pass@k"),
         Binding("E", "export('questions', 'csv')", "Export", id="export.csv",
                 tooltip="Write the table as filtered now to a CSV file"),
-        Binding("tab", "focus_next", "Focus", show=False, id="app.focus_next"),
+        Binding("tab", "focus_next", "Focus", show=False, id="app.focus_next",
+                tooltip="Move the focus (question table, detail pane)"),
     ]
 
     def __init__(self, store: str | Path, run_id: int | None = None, *, launch: Launch | None = None,
-                 export_dir: str | Path | None = None, preloaded: Any = None) -> None:
+                 export_dir: str | Path | None = None, preloaded: Any = None,
+                 keymap: dict[str, str] | None = None) -> None:
         super().__init__()
+        if keymap:
+            self.set_keymap(keymap)  # binding id -> key(s), as Posting does
         self.preloaded = preloaded  # a Future from reachtui.tui.data.preload, or None
         self.store_path = Path(store)
         self.requested_run = run_id
@@ -789,17 +795,21 @@ class ReachApp(App[None]):
         self.push_screen(ChartsScreen(chart_data(self.data, self.run_info), tab))
 
     def help_rows(self) -> list[tuple[str, str, str | None]]:
-        rows = []
-        seen = set()
-        for node in (self.table, self):
-            for key, bindings in node._bindings.key_to_bindings.items():
+        """(keys, what, binding id) of the main screen's bindings, as they are now (a --keymap applied)."""
+        main = self.screen_stack[0]
+        by_id: dict[str, tuple[list[str], Binding]] = {}
+        for _node, bindings_map in reversed(main._binding_chain):
+            for key, bindings in bindings_map.key_to_bindings.items():
                 for b in bindings:
-                    if b.id in seen or not b.description:
+                    if not b.description or not b.id:
                         continue
-                    seen.add(b.id)
-                    keys = [k for k, bs in node._bindings.key_to_bindings.items() if any(x.id == b.id for x in bs)]
-                    display = " ".join(self.get_key_display(Binding(k, b.action)) for k in keys)
-                    rows.append((display, b.tooltip or b.description, b.id))
+                    keys, _ = by_id.setdefault(b.id, ([], b))
+                    if key not in keys:
+                        keys.append(key)
+        rows = []
+        for bid, (keys, b) in by_id.items():
+            display = " ".join(self.get_key_display(Binding(k, b.action)) for k in keys)
+            rows.append((display, b.tooltip or b.description, bid))
         rows.append(("ctrl+p", "Command palette: every action by name", "app.palette"))
         return rows
 
@@ -880,6 +890,11 @@ class ReachApp(App[None]):
         self._audit_cancel.set()
         if self.data is not None:
             self.data.close()
+
+
+def binding_ids() -> list[str]:
+    """Every remappable binding id of the main screen (`reachtui open --keymap`)."""
+    return [b.id for b in (*ReachApp.BINDINGS, *QuestionTable.BINDINGS) if b.id]
 
 
 GLOBAL_ACTIONS = {"quit", "help", "command_palette"}
