@@ -164,6 +164,7 @@ class ReachApp(App[None]):
         self._model_lock = threading.Lock()
         self._audit_cancel = threading.Event()
         self._audit_running = False
+        self._audit_run_id: int | None = None
         self._last_reload = 0.0
         self._reload_pending = False
         self._detail_timer = None
@@ -770,10 +771,17 @@ class ReachApp(App[None]):
 
     @on(AuditEvent)
     def _audit_event(self, msg: AuditEvent) -> None:
-        if msg.run_id is not None and (self.run_info is None or self.run_info.id != msg.run_id):
+        if msg.run_id is not None and self._audit_run_id is None:
+            self._audit_run_id = msg.run_id  # open the audit's run once; the user may browse away from it
             self._open_data()
-            if self.data is not None:
+            if self.data is not None and (self.run_info is None or self.run_info.id != msg.run_id):
                 self._load_now(msg.run_id)
+        if self.run_info is None or self.run_info.id != self._audit_run_id:
+            if msg.finished:
+                self._audit_running = False
+                self.query_one(RunHeader).progress(None, None)
+                self.notify(f"the audit (run {msg.run_id}) finished", title="audit")
+            return
         if msg.finished:
             self._audit_running = False
             self.query_one(RunHeader).progress(None, None)
