@@ -700,6 +700,13 @@ class ReachApp(App[None]):
                         f"broken {msg.info['broken']}/{msg.info['realized_n']} — stored as exploration "
                         f"#{msg.info['exploration_id']} (o re-opens it and lists the questions it changed)", title="applied")
 
+    def stop_audit(self) -> None:
+        """Stop the background audit after its current batch (the run stays resumable: open it again)."""
+        if self._audit_running:
+            self._audit_cancel.set()
+            self.notify("the audit stops after its current batch; `reachtui open` with the same options resumes it",
+                        title="audit")
+
     def action_cancel_work(self) -> None:
         cancelled = self.workers.cancel_group(self, "apply")
         if cancelled:

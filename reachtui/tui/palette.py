@@ -39,6 +39,8 @@ def palette_commands(app: ReachApp) -> list[tuple[str, Callable[[], object], str
         add(f"run: apply the intervention to failure set ({probe}) and the realized set",
             partial(app.apply_intervention, probe), "repaired / broken counts, stored as an exploration")
     add("run: explorations…", app.action_explorations, "re-open a stored exploration")
+    if app._audit_running:
+        add("run: stop the audit", app.stop_audit, "after the current batch; the run stays resumable")
     if app.last_exploration is not None:
         add(f"filter: changed by exploration #{app.last_exploration}",
             partial(app.show_changed, app.last_exploration), "the questions it repaired or broke")
