@@ -807,7 +807,12 @@ class ReachApp(App[None]):
         if self.data is None or self.run_info is None:
             self.notify("no run is open", severity="warning")
             return
-        self.push_screen(ChartsScreen(chart_data(self.data, self.run_info), tab))
+        try:
+            cd = chart_data(self.data, self.run_info)
+        except Exception as exc:  # noqa: BLE001 - a chart must never take the app down
+            self.notify(f"{type(exc).__name__}: {exc}", title="charts", severity="error")
+            return
+        self.push_screen(ChartsScreen(cd, tab))
 
     def help_rows(self) -> list[tuple[str, str, str | None]]:
         """(keys, what, binding id) of the main screen's bindings, as they are now (a --keymap applied)."""
@@ -853,11 +858,15 @@ class ReachApp(App[None]):
         except ReachError as exc:
             self.notify(str(exc), severity="error")
             return None
-        self.export_dir.mkdir(parents=True, exist_ok=True)
         slug = self.filter.label().replace(" ", "-").replace("(", "").replace(")", "").replace("·", "")
         slug = "".join(ch for ch in slug if ch.isalnum() or ch in "-_")[:40]
         path = self.export_dir / f"run{run.id}-{table}" f"{'-' + slug if table == 'questions' else ''}.{fmt}"
-        path.write_text(text)
+        try:
+            self.export_dir.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        except OSError as exc:
+            self.notify(f"cannot write {path}: {exc.strerror or exc}", title="export", severity="error")
+            return None
         self.last_export = path.resolve()
         self.notify(f"{len(built.rows)} rows → {self.last_export}", title=f"export: {table} as {fmt}")
         self._refresh_chrome()
