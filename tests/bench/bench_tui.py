@@ -36,7 +36,10 @@ orig_run = A.ReachApp.run
 def run(self, **kw):
     async def pilot(p):
         await p.pause()
+        import resource
+        ru = resource.getrusage(resource.RUSAGE_SELF)
         print(json.dumps({"first_paint": self.ready_at - T0, "since_import": self.first_paint_s,
+                          "cpu": ru.ru_utime + ru.ru_stime,
                           "rows": len(self.table.rows), "torch": "torch" in sys.modules}), flush=True)
         self.exit()
     return orig_run(self, headless=True, auto_pilot=pilot, size=(160, 50))
@@ -142,6 +145,7 @@ def main() -> None:
         print(f"first paint (spawn -> Ready, headless): median {statistics.median(fp):.3f} s, "
               f"min {min(fp):.3f}, max {max(fp):.3f} over {len(fp)} runs; rows {runs[0]['rows']}; "
               f"after import of the app: {statistics.median(r['since_import'] for r in runs):.3f} s; "
+              f"CPU time of the process to that point: {statistics.median(r['cpu'] for r in runs):.3f} s; "
               f"torch imported: {any(r['torch'] for r in runs)}  [target <= 1.0 s, torch absent]")
         tm = tmux_paint(path, args.repeats)
         if tm:
