@@ -450,7 +450,11 @@ def test_out_of_memory_halves_the_batch(monkeypatch):
     gens = r.generate(PROMPTS, decoding=Decoding(max_new_tokens=4), batch_size=4)
     assert sizes[:3] == [3, 2, 1] and len(gens) == 3
     assert r.batch_size_hint == 1
+    sizes.clear()
+    r.generate(PROMPTS, decoding=Decoding(max_new_tokens=2), batch_size=4)
+    assert sizes == [1, 1, 1]          # later calls start at the size that fitted
     monkeypatch.undo()
+    r.batch_size_hint = None
     assert [g.token_ids for g in gens] == [g.token_ids for g in r.generate(PROMPTS, decoding=Decoding(max_new_tokens=4))]
 
 

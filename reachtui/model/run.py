@@ -146,6 +146,8 @@ class Runner:
             order = sorted(range(len(prompts)), key=lambda i: len(encoded[i]))
             results: list[Generation | None] = [None] * len(prompts)
             bs = max(1, int(batch_size))
+            if self.batch_size_hint is not None:   # an earlier call ran out of memory at a larger size
+                bs = min(bs, self.batch_size_hint)
             start = 0
             with routing.installed(self.arch, route.layers, silenced), torch.inference_mode():
                 while start < len(order):
