@@ -379,3 +379,17 @@ async def test_keymap_remaps_by_binding_id(stored, tmp_path):
     km.write_text('"filter.nope" = "F"\n')
     with pytest.raises(ReachError, match="unknown binding id 'filter.nope'"):
         read_keymap(str(km))
+
+
+async def test_command_palette_runs_a_namespaced_command(stored):
+    path, run_id = stored
+    ids = store_ids(path, run_id)
+    app = ReachApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"failure set (routes)")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert shown(app) == ids["failure:routes"]

@@ -60,15 +60,22 @@ def palette_commands(app: ReachApp) -> list[tuple[str, Callable[[], object], str
 
 
 class ReachCommands(Provider):
+    """Commands are listed once per palette opening (`startup`), not once per keystroke."""
+
+    async def startup(self) -> None:
+        self._commands = palette_commands(self.app)  # type: ignore[arg-type]
+
+    def _all(self) -> list[tuple[str, Callable[[], object], str]]:
+        cmds = getattr(self, "_commands", None)
+        return cmds if cmds is not None else palette_commands(self.app)  # type: ignore[arg-type]
+
     async def discover(self) -> Hits:
-        app = self.app
-        for title, cb, text in palette_commands(app):  # type: ignore[arg-type]
+        for title, cb, text in self._all():
             yield DiscoveryHit(title, cb, help=text)
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
-        app = self.app
-        for title, cb, text in palette_commands(app):  # type: ignore[arg-type]
+        for title, cb, text in self._all():
             score = matcher.match(title)
             if score > 0:
                 yield Hit(score, matcher.highlight(title), cb, help=text)
