@@ -92,7 +92,7 @@ def tmux_paint(path: Path, repeats: int) -> list[float]:
     return times
 
 
-def live_run(repeats: int) -> dict:
+def live_run(repeats: int, model: str = "demo") -> dict:
     from reachtui.model.load import load_model
     from reachtui.model.run import Runner
     from reachtui.protocol import Protocol
@@ -101,7 +101,7 @@ def live_run(repeats: int) -> dict:
     from reachtui.tui.intervention import Intervention
 
     t = time.perf_counter()
-    runner = Runner(load_model("demo", device="cpu"))
+    runner = Runner(load_model(model, device="cpu"))
     load_s = time.perf_counter() - t
     task = load_task("demo")
     protocol = Protocol()
@@ -129,17 +129,21 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--store", type=Path, default=None, help="reuse/keep this store file")
     ap.add_argument("--skip-live", action="store_true")
+    ap.add_argument("--skip-paint", action="store_true")
+    ap.add_argument("--model", default="demo", help="the model of the live-run bench")
     args = ap.parse_args()
     tmp = None
     path = args.store
     if path is None:
         tmp = tempfile.mkdtemp(prefix="bench-tui-")
         path = Path(tmp) / "bench.sqlite"
-    if not path.exists():
+    if not args.skip_paint and not path.exists():
         secs = build(path, args.questions, args.attempts)
         print(f"built {args.questions} questions x (1 + {args.attempts}) attempts in {secs:.1f} s "
               f"({path.stat().st_size / 1e6:.0f} MB)")
     try:
+        if args.skip_paint:
+            raise StopIteration
         runs = first_paint(path, args.repeats)
         fp = [r["first_paint"] for r in runs]
         print(f"first paint (spawn -> Ready, headless): median {statistics.median(fp):.3f} s, "
@@ -151,12 +155,14 @@ def main() -> None:
         if tm:
             print(f"first rows on a real terminal (tmux, spawn -> row visible): median {statistics.median(tm):.3f} s, "
                   f"min {min(tm):.3f}, max {max(tm):.3f}")
+    except StopIteration:
+        pass
     finally:
         if tmp and args.store is None:
             shutil.rmtree(tmp, ignore_errors=True)
     if not args.skip_live:
-        lr = live_run(max(args.repeats, 5))
-        print(f"live run on the demo model (loaded in {lr['load_s']:.1f} s), one question, {lr['silence']}: "
+        lr = live_run(max(args.repeats, 5), args.model)
+        print(f"live run on {args.model} (loaded in {lr['load_s']:.1f} s), one question, {lr['silence']}: "
               f"median {lr['median_s'] * 1000:.0f} ms, max {lr['max_s'] * 1000:.0f} ms; "
               f"{lr['route']}: median {lr['median_route_s'] * 1000:.0f} ms, max {lr['max_route_s'] * 1000:.0f} ms  "
               f"[target <= 300 ms]")
