@@ -2,7 +2,8 @@
 
 Two runs are comparable only when their protocols hash the same, so the hash covers every field that can
 change an attempt (prompt, answer format, stop strings, decoding, probes with budgets/temperatures, route
-sampler, MCTS, seed) and nothing that cannot (the model, the store path). The hash is sha256 over canonical
+sampler, MCTS, seed) or the chance control reported beside every reachability figure (its derangement's
+seed and strata), and nothing that cannot (the model, the store path). The hash is sha256 over canonical
 JSON of `to_dict()` (sorted keys, no spaces, floats as Python's shortest round-trip repr), first 12 hex.
 Values are coerced on construction (a temperature of 1 is 1.0, probes are put in canonical order) so that
 equal protocols written differently hash the same.
@@ -34,6 +35,7 @@ from reachtui.grading import FORMATS
 
 PROBE_NAMES = ("sample", "routes", "mcts", "mcts-blind")  # canonical order; "realized" always runs
 ROUTES_MODES = ("shared", "per_question")
+CONTROL_STRATA = ("format", "none")
 DEFAULT_TEMPLATE = "Question: {question}\nAnswer:"
 CHAT_TEMPLATE = "{question}"
 
@@ -123,6 +125,25 @@ class MctsParams:
             raise ReachError(f"protocol: mcts.p_random must be in [0, 1], not {self.p_random}")
 
 
+@dataclass(frozen=True)
+class ControlParams:
+    """The chance control (see `reachtui/control.py`): each question's attempts are re-scored against the
+    gold answer of another question, a fixed derangement seeded by `seed`, within strata: "format" = the
+    answer-format stratum (numbers: sign, integer or not, digits of the integer part; choice: one
+    stratum), "none" = the whole task. It changes no attempt, only the control numbers beside them."""
+
+    seed: int = 0
+    strata: str = "format"
+
+    def __post_init__(self) -> None:
+        _coerce(self, "control.")
+        if self.seed < 0:
+            raise ReachError(f"protocol: control.seed must be >= 0, not {self.seed}")
+        if self.strata not in CONTROL_STRATA:
+            known = ", ".join(CONTROL_STRATA)
+            raise ReachError(f"protocol: control.strata must be one of {known}, not {self.strata!r}")
+
+
 def _check_decoding(temperature: float, top_p: float, where: str) -> None:
     if temperature < 0:
         raise ReachError(f"protocol: {where}temperature must be >= 0, not {temperature}")
@@ -151,6 +172,7 @@ class Protocol:
     route_sampler: RouteSamplerParams = field(default_factory=RouteSamplerParams)
     mcts: MctsParams = field(default_factory=MctsParams)
     seed: int = 0
+    control: ControlParams = field(default_factory=ControlParams)  # the chance control's derangement
 
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen)
@@ -198,6 +220,7 @@ class Protocol:
         d["probes"] = [{f.name: getattr(p, f.name) for f in fields(p)} for p in self.probes]
         d["route_sampler"] = {f.name: getattr(self.route_sampler, f.name) for f in fields(RouteSamplerParams)}
         d["mcts"] = {f.name: getattr(self.mcts, f.name) for f in fields(MctsParams)}
+        d["control"] = {f.name: getattr(self.control, f.name) for f in fields(ControlParams)}
         return d
 
     @classmethod
@@ -219,7 +242,7 @@ class Protocol:
             if not isinstance(d["probes"], (list, tuple)):
                 raise ReachError("protocol: probes must be a list of tables")
             d["probes"] = tuple(_sub(ProbeSpec, p, "probes") for p in d["probes"])
-        for key, kind in (("route_sampler", RouteSamplerParams), ("mcts", MctsParams)):
+        for key, kind in (("route_sampler", RouteSamplerParams), ("mcts", MctsParams), ("control", ControlParams)):
             if key in d:
                 d[key] = _sub(kind, d[key], key)
         return cls(**d)
@@ -292,7 +315,7 @@ def _fewshot(raw: Any) -> tuple[tuple[str, str], ...]:
 
 
 def load_protocol_file(path) -> Protocol:
-    """A protocol from TOML with `to_dict()`'s keys: top-level settings, `[route_sampler]`, `[mcts]`,
+    """A protocol from TOML with `to_dict()`'s keys: top-level settings, `[route_sampler]`, `[mcts]`, `[control]`,
     `[[probes]]` tables, `fewshot = [["q", "a"], ...]` (or `[[fewshot]]` with question/answer)."""
     p = Path(path).expanduser()
     try:
@@ -324,9 +347,9 @@ def protocol_to_toml(protocol: Protocol) -> str:
         return "[" + ", ".join(value(x) for x in v) + "]"
 
     d = protocol.to_dict()
-    tables = ("probes", "route_sampler", "mcts")
+    tables = ("probes", "route_sampler", "mcts", "control")
     lines = [f"{k} = {value(v)}" for k, v in d.items() if k not in tables and v is not None]
-    for table in ("route_sampler", "mcts"):
+    for table in ("route_sampler", "mcts", "control"):
         lines += ["", f"[{table}]"] + [f"{k} = {value(v)}" for k, v in d[table].items()]
     for probe in d["probes"]:
         lines += ["", "[[probes]]"] + [f"{k} = {value(v)}" for k, v in probe.items()]

@@ -8,6 +8,7 @@ import pytest
 
 from reachtui.errors import ReachError
 from reachtui.protocol import (
+    ControlParams,
     MctsParams,
     ProbeSpec,
     Protocol,
@@ -34,8 +35,9 @@ FIXED = Protocol(
 def test_hash_is_stable():
     # These literals guard against accidental changes: a new hash makes every stored run incomparable.
     # Change them only on purpose, when the protocol's meaning changes.
-    assert Protocol().hash() == "a8d7b0e50224"
-    assert FIXED.hash() == "6730cd287614"
+    # (Changed when the protocol gained `control`, the chance control's derangement seed and strata.)
+    assert Protocol().hash() == "22e6d13f2511"
+    assert FIXED.hash() == "4b1732ce2364"
     assert len(FIXED.hash()) == 12 and FIXED.hash() == Protocol.from_dict(FIXED.to_dict()).hash()
 
 
@@ -62,6 +64,8 @@ def test_hash_is_stable():
         dict(mcts=MctsParams(lam=3.0, p_random=0.2)),
         dict(seed=1235),
         dict(chat=True),
+        dict(control=ControlParams(seed=1)),
+        dict(control=ControlParams(strata="none")),
     ],
 )
 def test_hash_changes_with_every_outcome_field(change):
@@ -88,7 +92,8 @@ def test_dict_round_trip_is_json_ready():
 
 
 def test_toml_round_trip(tmp_path):
-    for p in (FIXED, Protocol(), replace(FIXED, probes=(), system='say "hi"\tnow'), Protocol(chat=True)):
+    for p in (FIXED, Protocol(), replace(FIXED, probes=(), system='say "hi"\tnow'), Protocol(chat=True),
+              Protocol(control=ControlParams(seed=7, strata="none"))):
         path = tmp_path / "p.toml"
         path.write_text(protocol_to_toml(p))
         assert load_protocol_file(path) == p
@@ -115,6 +120,8 @@ def test_toml_written_by_hand(tmp_path):
         ("max_new_tokens = \n", r"p\.toml: not valid TOML"),
         ("[[probes]]\nname = 'beam'\n", r"p\.toml: unknown probe 'beam'"),
         ("temperature = 'hot'\n", r"p\.toml: temperature must be a number"),
+        ("[control]\nstrata = 'digits'\n", r"p\.toml: control\.strata must be one of format, none"),
+        ("[control]\nseed = -1\n", r"p\.toml: control\.seed must be >= 0"),
     ],
 )
 def test_protocol_file_errors(tmp_path, text, message):
