@@ -16,11 +16,16 @@ Column kinds decide how a value is written:
 None and NaN are empty in csv/tsv, null in json, "–" for people.
 
 Entry points: `build_table(store, name, run_ids)` (TABLES), `summary_rows(store, run_id)` (the
-closing summary's numbers as dicts, equal to `reachtui.summary.summarize`), `compare_runs(store, a, b)`
-(a `Comparison`: the wide `compare` table, `compare_views` for people, `list_table` for one
+closing summary's numbers as dicts, equal to `reachtui.summary.summarize`; with `intervals=True` also
+the chance control, excess, robust reachability, answer scatter and 95% intervals), `summary_lines(rows)`
+(those as one line per probe, for the audit's closing note and the app's header), `compare_runs(store,
+a, b)` (a `Comparison`: the wide `compare` table, `compare_views` for people, `list_table` for one
 transition cell), `select` (--where/--columns/--order/--limit over a built table, in a private
 in-memory SQLite), `render`/`render_many` (text in a format), `to_rich`.
-Later columns (intervals, chance control) append to a table's `columns`; formatters need no change.
+
+Intervals are columns `X_lo`, `X_hi` beside `X` (Wilson and bootstrap, `reachtui.stats`); the chance
+control comes from `reachtui.control`. Data formats keep both columns; the formats for people fold each
+pair into one "X CI" column (`fold_intervals`).
 
 Pure Python plus sqlite3: importing this module must never import torch, transformers or
 textual (rich is imported only by `to_rich`/`to_text`).
@@ -34,10 +39,12 @@ import json
 import math
 import re
 import sqlite3
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, Iterable, Sequence
 
+from reachtui import stats
 from reachtui.errors import ReachError
 from reachtui.probes.passk import pass_at_k as _probes_pass_at_k
 
@@ -291,11 +298,45 @@ def to_ndjson(table: Table) -> str:
     )
 
 
+def fold_intervals(table: Table) -> Table:
+    """The table for people: every pair of columns `X_lo`, `X_hi` becomes one text column `X_ci`
+    ("X CI", in X's units: "[75.1, 85.0]" for fractions), where `X_lo` stood. Data formats keep the two
+    columns (csv/json readers want numbers)."""
+    names = table.column_names
+    if not any(n.endswith("_lo") and n[:-3] + "_hi" in names for n in names):
+        return table
+    cols: list[Column] = []
+    plan: list[tuple] = []
+    for i, c in enumerate(table.columns):
+        base = c.name[:-3]
+        if c.name.endswith("_lo") and base + "_hi" in names:
+            head = table.column(base).header if base in names else (c.label or c.name)[:-3].rstrip()
+            cols.append(Column(base + "_ci", "text", label=f"{head} CI"))
+            plan.append((i, names.index(base + "_hi"), c.kind, c.signed))
+        elif c.name.endswith("_hi") and base + "_lo" in names:
+            continue
+        else:
+            cols.append(c)
+            plan.append((i,))
+
+    def cell(row: tuple, step: tuple) -> Any:
+        if len(step) == 1:
+            return row[step[0]]
+        lo, hi = row[step[0]], row[step[1]]
+        if _is_missing(lo) or _is_missing(hi):
+            return None
+        return f"[{human_value(lo, step[2], step[3])}, {human_value(hi, step[2], step[3])}]"
+
+    rows = [tuple(cell(r, st) for st in plan) for r in table.rows]
+    return replace(table, columns=cols, rows=rows)
+
+
 def _md_escape(s: str) -> str:
     return s.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
 def to_markdown(table: Table, *, headers: bool = True) -> str:
+    table = fold_intervals(table)
     lines: list[str] = []
     for w in table.warnings:
         lines.append(f"> **WARNING: {_md_escape(w)}**")
@@ -347,6 +388,7 @@ def _latex_cell(v: Any, col: Column) -> str:
 
 def to_latex(table: Table, *, headers: bool = True) -> str:
     """A booktabs tabular (needs \\usepackage{booktabs}); notes as comments, warnings as a visible row."""
+    table = fold_intervals(table)
     cols = table.columns
     spec = "".join("r" if _numeric(c) else "l" for c in cols)
     out = [f"% {latex_escape(table.title)}"]
@@ -374,6 +416,7 @@ def to_rich(table: Table):
     are not part of it: print `table.notes` after it (as `to_text` and `reachtui export` do)."""
     from rich.table import Table as RichTable
 
+    table = fold_intervals(table)
     title = table.title
     if table.warnings:
         title = "[bold red]" + " ".join(f"WARNING: {w}" for w in table.warnings) + "[/]\n" + title
@@ -437,7 +480,7 @@ def render_many(tables: Iterable[Table], fmt: str, *, headers: bool = True) -> s
 # Reading the store
 # --------------------------------------------------------------------------------------------------
 
-TABLES = ("summary", "questions", "attempts", "passk", "mlp-scan", "compare")
+TABLES = ("summary", "questions", "attempts", "passk", "hits", "mlp-scan", "compare")
 
 #: Probes whose attempts come in a fixed order (attempt j = route j, or the search's j-th generation):
 #: their budget curve is reachable@k from the first hit. Every other probe gets unbiased pass@k.
@@ -631,6 +674,13 @@ def _run_notes(info: dict[str, Any], probes_done: dict[str, int] | None, n: int)
     return notes
 
 
+def _ci_columns(name: str, label: str | None = None, signed: bool = False) -> list[Column]:
+    """`name_lo`, `name_hi`: the 95% interval of column `name` (people see them folded into one)."""
+    label = label or name
+    return [Column(f"{name}_lo", "frac", label=f"{label} lo", signed=signed),
+            Column(f"{name}_hi", "frac", label=f"{label} hi", signed=signed)]
+
+
 SUMMARY_COLUMNS = [
     Column("run", "int"),
     Column("model"),
@@ -640,18 +690,140 @@ SUMMARY_COLUMNS = [
     Column("budget", "int", label="K"),
     Column("n", "int"),
     Column("realized", "frac"),
+    *_ci_columns("realized"),
     Column("reachable", "frac"),
+    *_ci_columns("reachable"),
+    Column("control", "frac"),
+    *_ci_columns("control"),
+    Column("excess", "frac", signed=True),
+    *_ci_columns("excess", signed=True),
     Column("gap", "frac", signed=True),
+    *_ci_columns("gap", signed=True),
+    Column("robust", "frac", label="robust (2+ hits)"),
+    *_ci_columns("robust", "robust"),
     Column("blind_vote", "frac", label="blind vote"),
     Column("blind_logprob", "frac", label="blind logprob"),
     Column("retained", "frac", label="retained (vote)", signed=True),
+    *_ci_columns("retained", "retained (vote)", signed=True),
     Column("retained_logprob", "frac", label="retained (logprob)", signed=True),
+    *_ci_columns("retained_logprob", "retained (logprob)", signed=True),
     Column("failure_set_size", "int", label="failure set"),
     Column("chance", "frac"),
+    Column("answers", "float", label="answers/question"),
+    Column("no_answer", "frac", label="no answer"),
 ]
 
+#: What the intervals and the chance control mean, said under the summary (and the audit's closing table).
+SUMMARY_NOTE = (
+    "95% intervals: Wilson for single proportions (realized, reachable, control, robust), a seeded "
+    "bootstrap over questions for gap, excess and retained; control = the probe's answers scored against "
+    "another question's gold of the same answer stratum (chance control); excess = reachable - control; "
+    "robust = at least 2 correct attempts; answers/question = distinct extracted answers; no answer = "
+    "share of attempts with no extracted answer; chance = 1-(1-1/m)^K for m-way multiple choice")
 
-def summary_rows(source: Any, run_id: int) -> list[dict[str, Any]]:
+
+def _per_question_outcomes(con: sqlite3.Connection, run_id: int) -> tuple[
+        set[int], dict[str, dict[int, tuple[int, int, int | None]]], dict[str, set[int]], dict[str, set[int]]]:
+    """(realized-correct question ids, {probe: {question: (n, c, first_hit)}}, {probe: question ids whose
+    majority-vote pick is correct}, {probe: ... highest-log-prob pick correct}) for the reach probes."""
+    params = {"run": run_id}
+    realized_ok = {q for (q,) in con.execute(
+        "SELECT question_id FROM attempts WHERE run_id = :run AND probe = 'realized' AND attempt = 0 "
+        "AND correct = 1", params)}
+    per: dict[str, dict[int, tuple[int, int, int | None]]] = {}
+    for probe, q, n, c, first in con.execute(f"WITH {_PER_PROBE} SELECT probe, question_id, n, c, first_hit FROM pq",
+                                             params):
+        per.setdefault(probe, {})[q] = (n, c, first)
+    vote: dict[str, set[int]] = {}
+    for probe, q in con.execute(f"WITH {_BLIND} SELECT probe, question_id FROM vote_pick WHERE correct = 1", params):
+        vote.setdefault(probe, set()).add(q)
+    lp: dict[str, set[int]] = {}
+    for probe, q in con.execute(f"WITH {_BLIND} SELECT probe, question_id FROM lp_pick WHERE correct = 1", params):
+        lp.setdefault(probe, set()).add(q)
+    return realized_ok, per, vote, lp
+
+
+def _groups_of(per: dict[str, dict[int, tuple[int, int, int | None]]],
+               ) -> dict[str, list[tuple[int, int, int | None, int]]]:
+    """`_probe_groups`'s shape from per-question outcomes: {probe: [(n, c, first_hit, questions)]}."""
+    out = {}
+    for probe in sorted(per, key=_probe_sort_key):
+        out[probe] = [(n, c, f, cnt) for (n, c, f), cnt in Counter(per[probe].values()).items()]
+    return out
+
+
+def _wilson_keys(row: dict[str, Any], key: str, x: float | None, n: int) -> None:
+    lo, hi = stats.wilson(x, n) if x is not None and n else stats.NAN_PAIR
+    row[f"{key}_lo"], row[f"{key}_hi"] = lo, hi
+
+
+def _add_honest_numbers(con: sqlite3.Connection, run_id: int, info: dict[str, Any], rows: list[dict[str, Any]],
+                        outcomes: tuple, *, bootstrap: int, seed: int) -> None:
+    """Add to summary rows the chance control, robust reachability, answer scatter and 95% intervals
+    (the keys `summary_rows(..., intervals=True)` documents)."""
+    from reachtui.control import run_control
+
+    rc = run_control(con, run_id, info["protocol"])
+    realized_ok, per, vote, lp = outcomes
+    qids = rc.question_ids
+    n = len(qids)
+    real_ctrl = {q for q, s in rc.probe("realized").items() if s.control_hits > 0}
+    for row in rows:
+        probe = row["probe"]
+        scatter = rc.probe(probe)
+        attempts = sum(s.n for s in scatter.values())
+        row["no_answer"] = _frac(sum(s.no_answer for s in scatter.values()), attempts)
+        row["answers"] = _frac(sum(s.distinct for s in scatter.values()), len(scatter))
+        ctrl = {q for q, s in scatter.items() if s.control_hits > 0}
+        row["control"] = _frac(len(ctrl), n)
+        row["control_robust"] = _frac(sum(1 for s in scatter.values() if s.control_hits >= 2), n)
+        _wilson_keys(row, "realized", len(realized_ok), n)
+        _wilson_keys(row, "control", len(ctrl), n)
+        row["excess"] = _diff(row["reachable"], row["control"])
+        if n < 2:  # no partner to score against: no control
+            row.update(control=math.nan, control_lo=math.nan, control_hi=math.nan, control_robust=math.nan,
+                       excess=math.nan)
+        b_seed = stats.seed_for("summary", seed, probe)
+        if probe == "realized":
+            _wilson_keys(row, "reachable", len(realized_ok), n)
+            row.update(robust=math.nan, robust_lo=math.nan, robust_hi=math.nan, hits=None, control_at_k=None,
+                       gap_lo=math.nan, gap_hi=math.nan, retained_vote_lo=math.nan, retained_vote_hi=math.nan,
+                       retained_logprob_lo=math.nan, retained_logprob_hi=math.nan)
+            vectors = Counter((q in realized_ok, q in real_ctrl) for q in qids)
+            row["excess_lo"], row["excess_hi"] = stats.bootstrap_means(
+                vectors, [lambda m: m[0] - m[1]], B=bootstrap, seed=b_seed)[0]
+            continue
+        outcomes = per.get(probe, {})
+        hit_q = {q for q, (_n, c, _f) in outcomes.items() if c > 0}
+        robust = sum(1 for _n, c, _f in outcomes.values() if c >= 2)
+        row["robust"] = _frac(robust, n)
+        _wilson_keys(row, "reachable", len(hit_q), n)
+        _wilson_keys(row, "robust", robust, n)
+        counts = Counter(c for _n, c, _f in outcomes.values())
+        row["hits"] = [counts.get(i, 0) for i in range(max(counts, default=-1) + 1)]
+        v, l_ = vote.get(probe, set()), lp.get(probe, set())
+        vectors = Counter((q in realized_ok, q in hit_q, q in v, q in l_, q in ctrl) for q in qids)
+        intervals = stats.bootstrap_means(vectors, [
+            lambda m: m[1] - m[0],
+            lambda m: stats.ratio_or_nan(m[2] - m[0], m[1] - m[0]),
+            lambda m: stats.ratio_or_nan(m[3] - m[0], m[1] - m[0]),
+            lambda m: m[1] - m[4],
+        ], B=bootstrap, seed=b_seed)
+        for key, (lo, hi) in zip(("gap", "retained_vote", "retained_logprob", "excess"), intervals):
+            point = row[key]
+            if _is_missing(point):  # an undefined estimate gets no interval
+                lo = hi = math.nan
+            row[f"{key}_lo"], row[f"{key}_hi"] = lo, hi
+        curve = _control_points(probe, [(s.n, s.control_hits, s.control_first) for s in scatter.values()])
+        row["control_at_k"] = None
+        if row["n_attempted"] == n and curve:
+            budget = row["budget"]
+            row["control_at_k"] = [v_ for k, v_, _c in curve if k <= budget] if probe in ORDERED_PROBES else \
+                [v_ if c == n else math.nan for k, v_, c in curve if k <= budget]
+
+
+def summary_rows(source: Any, run_id: int, *, intervals: bool = False, bootstrap: int = stats.DEFAULT_BOOTSTRAP,
+                 seed: int = 0) -> list[dict[str, Any]]:
     """The run's numbers per probe, as plain dicts (fractions in 0..1): a "realized" row first, then one
     row per reachability probe with attempts, in display order. Keys (the same as
     `reachtui.summary.summarize`, which the audit's closing table uses; tests hold the two equal):
@@ -665,6 +837,24 @@ def summary_rows(source: Any, run_id: int) -> list[dict[str, Any]]:
     else the live count (reachable, realized known wrong); chance: 1 - (1 - 1/m)^K for m-way multiple
     choice; pass_at_k (sample) / reachable_at_k (routes, mcts, mcts-blind): the curve for k = 1..K
     when every question has attempts, else None.
+
+    With `intervals=True` (what the audit's closing table and the app's header show), also, per row:
+
+        control, control_lo, control_hi   chance control: share of questions whose attempts hit the
+                                          gold of their partner question (reachtui.control), Wilson
+        control_robust                    ... with at least 2 attempts hitting it
+        excess, excess_lo, excess_hi      reachable - control, bootstrap over questions (paired)
+        robust, robust_lo, robust_hi      at least 2 correct attempts, Wilson (NaN for realized)
+        hits                              [questions with 0, 1, 2, ... correct attempts] (None for realized)
+        answers                           mean distinct extracted answers per question with attempts
+        no_answer                         share of the probe's attempts with no extracted answer
+        realized_lo/_hi, reachable_lo/_hi Wilson
+        gap_lo/_hi, retained_vote_lo/_hi, retained_logprob_lo/_hi   bootstrap over questions
+        control_at_k                      the control's budget curve (as pass_at_k / reachable_at_k)
+
+    Bootstrap intervals use `bootstrap` replicates (0: none, NaN) seeded from `seed` and the probe name.
+    For the realized row, control is the default answer scored against the partner's gold and excess
+    realized - control.
     """
     con = _conn(source)
     info = run_info(con, run_id)
@@ -680,12 +870,12 @@ def summary_rows(source: Any, run_id: int) -> list[dict[str, Any]]:
         probe="realized", budget=1, n=n, n_attempted=n_real_done, realized=realized, reachable=realized,
         gap=0.0, blind_vote=realized, blind_logprob=realized, retained_vote=math.nan,
         retained_logprob=math.nan, failure=0, chance=_chance(info, 1), pass_at_k=None, reachable_at_k=None)]
-    groups = _probe_groups(con, run_id)
+    outcomes = _per_question_outcomes(con, run_id)  # one pass each; the intervals reuse them
+    _realized_ok, per_q, vote_q, lp_q = outcomes
+    groups = _groups_of(per_q)
     curves = _curves(con, run_id, groups)
-    vote = dict(con.execute(f"WITH {_BLIND} SELECT probe, sum(correct = 1) FROM vote_pick GROUP BY probe",
-                            params).fetchall())
-    lp_best = dict(con.execute(f"WITH {_BLIND} SELECT probe, sum(correct = 1) FROM lp_pick GROUP BY probe",
-                               params).fetchall())
+    vote = {p: len(qs) for p, qs in vote_q.items()}
+    lp_best = {p: len(qs) for p, qs in lp_q.items()}
     frozen = dict(con.execute("SELECT probe, max(size) FROM failure_sets WHERE run_id = :run "
                               "AND name = 'failure:' || probe GROUP BY probe", params).fetchall())
     per_probe = []
@@ -717,40 +907,162 @@ def summary_rows(source: Any, run_id: int) -> list[dict[str, Any]]:
             failure=n_frozen if n_frozen is not None else (live or 0), chance=_chance(info, budget),
             pass_at_k=None if probe in ORDERED_PROBES else curve,
             reachable_at_k=curve if probe in ORDERED_PROBES else None))
+    if intervals:
+        _add_honest_numbers(con, run_id, info, rows, outcomes, bootstrap=bootstrap, seed=seed)
     return rows
 
 
-def summary_table(source: Any, run_ids: Sequence[int]) -> Table:
-    """One row per (run, reachability probe): realized, reachable, gap, answer-blind accuracies,
-    retained = (blind - realized) / (reachable - realized), the failure set's size, and the chance
-    baseline for multiple choice (see `summary_rows`). A run without any probe gets one realized row."""
+def _pct_ci(v: Any, lo: Any, hi: Any, *, signed: bool = False, digits: int = 1) -> str:
+    if _is_missing(v):
+        return "–"
+    sign = "+" if signed else ""
+    text = f"{100 * v:{sign}.{digits}f}"
+    if not (_is_missing(lo) or _is_missing(hi)):
+        text += f" [{100 * lo:{sign}.{digits}f}, {100 * hi:{sign}.{digits}f}]"
+    return text
+
+
+def summary_lines(rows: Sequence[dict[str, Any]], *, short: bool = False) -> list[str]:
+    """One line per reachability probe from `summary_rows(..., intervals=True)`, for the audit's
+    closing note and the app's header: reachable, the chance control and the excess with their 95%
+    intervals, robust reachability, the answer scatter, and whether the probe beats chance (the lower
+    end of the excess interval above 0). `short` gives a compact form (percent, no scatter).
+
+        routes K=16: reachable 80.5% [76.3, 84.1], control 10.5% [7.9, 13.8], excess +70.0 [65.2, 74.6]
+          (beats chance); robust (>=2 hits) 61.0% [56.1, 65.7]; 17.2 distinct answers/question,
+          3.1% of attempts no answer
+    """
+    out = []
+    for r in rows:
+        if r.get("probe") == "realized" or "control" not in r:
+            continue
+        lo = r.get("excess_lo")
+        verdict = ("beats chance" if not _is_missing(lo) and lo > 0 else
+                   "not above chance" if not _is_missing(lo) else "no interval")
+        if short:
+            out.append(f"{r['probe']} {_pct_ci(r['reachable'], r.get('reachable_lo'), r.get('reachable_hi'), digits=0)}"
+                       f" ctl {_pct_ci(r['control'], r.get('control_lo'), r.get('control_hi'), digits=0)}"
+                       f" exc {_pct_ci(r['excess'], r.get('excess_lo'), r.get('excess_hi'), signed=True, digits=0)}")
+            continue
+        line = (f"{r['probe']} K={r['budget']}: reachable "
+                f"{_pct_ci(r['reachable'], r.get('reachable_lo'), r.get('reachable_hi'))}%, control "
+                f"{_pct_ci(r['control'], r.get('control_lo'), r.get('control_hi'))}%, excess "
+                f"{_pct_ci(r['excess'], r.get('excess_lo'), r.get('excess_hi'), signed=True)} ({verdict}); "
+                f"robust (>=2 hits) {_pct_ci(r.get('robust'), r.get('robust_lo'), r.get('robust_hi'))}%")
+        if r.get("chance") is not None:
+            line += f"; closed-form chance {100 * r['chance']:.1f}%"
+        if not _is_missing(r.get("answers")):
+            line += (f"; {r['answers']:.1f} distinct answers/question, "
+                     f"{100 * r['no_answer']:.1f}% of attempts no answer")
+        out.append(line)
+    return out
+
+
+def summary_table(source: Any, run_ids: Sequence[int], *, bootstrap: int = stats.DEFAULT_BOOTSTRAP,
+                  seed: int = 0) -> Table:
+    """One row per (run, reachability probe): realized, reachable, the chance control and excess
+    reachability, gap, robust reachability, answer-blind accuracies, retained = (blind - realized) /
+    (reachable - realized), the failure set's size, the closed-form chance baseline for multiple choice,
+    the answer scatter, and 95% intervals as `<column>_lo` / `<column>_hi` (see `summary_rows` with
+    intervals=True and `SUMMARY_NOTE`). A run without any probe gets one realized row (its control and
+    excess are the default answer's: realized - control)."""
     con = _conn(source)
     rows: list[tuple] = []
     notes: list[str] = []
+    names = [c.name for c in SUMMARY_COLUMNS]
     for run_id in run_ids:
         info = run_info(con, run_id)
-        got = summary_rows(con, run_id)
+        got = summary_rows(con, run_id, intervals=True, bootstrap=bootstrap, seed=seed)
         realized_row, probe_rows = got[0], got[1:] or got[:1]
         n = realized_row["n"]
-        realized = realized_row["realized"] if realized_row["n_attempted"] else math.nan
+        has_realized = bool(realized_row["n_attempted"])
+        realized = realized_row["realized"] if has_realized else math.nan
         for r in probe_rows:
             is_probe = r["probe"] != "realized"
-            rows.append((
-                run_id, info["model"], info["task"], info["protocol_hash"], r["probe"], r["budget"], n,
-                realized,
-                r["reachable"] if is_probe else math.nan,
-                _diff(r["reachable"], realized) if is_probe else math.nan,
-                r["blind_vote"] if is_probe else math.nan,
-                r["blind_logprob"] if is_probe else math.nan,
-                r["retained_vote"] if is_probe else math.nan,
-                r["retained_logprob"] if is_probe else math.nan,
-                r["failure"] if is_probe else None,
-                r["chance"],
-            ))
+            only = (lambda key: r[key] if is_probe else math.nan)  # noqa: E731
+            values = dict(
+                run=run_id, model=info["model"], task=info["task"], protocol_hash=info["protocol_hash"],
+                probe=r["probe"], budget=r["budget"], n=n, realized=realized,
+                realized_lo=r["realized_lo"] if has_realized else math.nan,
+                realized_hi=r["realized_hi"] if has_realized else math.nan,
+                reachable=only("reachable"), reachable_lo=only("reachable_lo"), reachable_hi=only("reachable_hi"),
+                control=r["control"], control_lo=r["control_lo"], control_hi=r["control_hi"],
+                excess=r["excess"], excess_lo=r["excess_lo"], excess_hi=r["excess_hi"],
+                gap=_diff(r["reachable"], realized) if is_probe else math.nan,
+                gap_lo=only("gap_lo"), gap_hi=only("gap_hi"),
+                robust=only("robust"), robust_lo=only("robust_lo"), robust_hi=only("robust_hi"),
+                blind_vote=only("blind_vote"), blind_logprob=only("blind_logprob"),
+                retained=only("retained_vote"), retained_lo=only("retained_vote_lo"),
+                retained_hi=only("retained_vote_hi"), retained_logprob=only("retained_logprob"),
+                retained_logprob_lo=only("retained_logprob_lo"), retained_logprob_hi=only("retained_logprob_hi"),
+                failure_set_size=r["failure"] if is_probe else None, chance=r["chance"],
+                answers=r["answers"], no_answer=r["no_answer"],
+            )
+            rows.append(tuple(values[c] for c in names))
         done = {r["probe"]: r["n_attempted"] for r in got}
         notes += _run_notes(info, done, n)
+    notes.append(SUMMARY_NOTE + (f" ({bootstrap} bootstrap replicates, seed {seed})" if bootstrap > 0 else
+                                 " (bootstrap off: no gap/excess/retained intervals)"))
     title = "Realized vs reachable per probe" + _runs_label(run_ids)
     return Table("summary", title, list(SUMMARY_COLUMNS), rows, notes=notes)
+
+
+def merge_intervals(table: Table) -> Table:
+    """A narrower table for people: each column X that has `X_lo` and `X_hi` becomes one text column
+    "X" holding "87.5 [73.9, 94.5]" (X in its units, then its interval); the `_lo`/`_hi` columns go."""
+    names = table.column_names
+    has_ci = {n for n in names if f"{n}_lo" in names and f"{n}_hi" in names}
+    drop = {f"{n}_{e}" for n in has_ci for e in ("lo", "hi")}
+    cols: list[Column] = []
+    plan: list[tuple] = []
+    for i, c in enumerate(table.columns):
+        if c.name in drop:
+            continue
+        if c.name in has_ci:
+            cols.append(Column(c.name, "text", label=human_header(c)))
+            plan.append((i, names.index(f"{c.name}_lo"), names.index(f"{c.name}_hi"), c.kind, c.signed))
+        else:
+            cols.append(c)
+            plan.append((i,))
+
+    def cell(row: tuple, step: tuple) -> Any:
+        if len(step) == 1:
+            return row[step[0]]
+        v, lo, hi = row[step[0]], row[step[1]], row[step[2]]
+        if _is_missing(v):
+            return None
+        text = human_value(v, step[3], step[4])
+        if not (_is_missing(lo) or _is_missing(hi)):
+            text += f" [{human_value(lo, step[3], step[4])}, {human_value(hi, step[3], step[4])}]"
+        return text
+
+    return replace(table, columns=cols, rows=[tuple(cell(r, st) for st in plan) for r in table.rows])
+
+
+def summary_views(table: Table) -> list[Table]:
+    """The summary for a terminal: (1) reachability beside its chance control, each figure with its
+    95% interval ("87.5 [73.9, 94.5]"); (2) answer-blind selection, failure set and answer scatter.
+    The run/model/task/protocol columns move into the titles when every row shares them."""
+    t = merge_intervals(table)
+    names = t.column_names
+    common = [c for c in ("run", "model", "task", "protocol_hash") if c in names]
+    shared = len({tuple(r[names.index(c)] for c in common) for r in t.rows}) <= 1 and t.rows
+    head = [] if shared else common
+    label = ""
+    if shared and common:
+        first = dict(zip(names, t.rows[0]))
+        label = (f" — run {first.get('run')}: {first.get('model')} on {first.get('task')}, "
+                 f"protocol {first.get('protocol_hash')}")
+    first_cols = head + [c for c in ("probe", "budget", "n", "realized", "reachable", "control", "excess", "gap",
+                                     "robust") if c in names]
+    second_cols = head + [c for c in ("probe", "blind_vote", "blind_logprob", "retained", "retained_logprob",
+                                      "failure_set_size", "chance", "answers", "no_answer") if c in names]
+    a = select(t, columns=first_cols)
+    a.title = "Reachable vs chance control, 95% intervals" + label
+    a.notes = []
+    b = select(t, columns=second_cols)
+    b.title = "Answer-blind selection and answer scatter" + label
+    return [a, b]
 
 
 def _runs_label(run_ids: Sequence[int]) -> str:
@@ -761,7 +1073,12 @@ def _runs_label(run_ids: Sequence[int]) -> str:
 
 def questions_table(source: Any, run_ids: Sequence[int]) -> Table:
     """One row per (run, question), in task order: gold, the realized (default) extracted answer,
-    realized, and for each probe: reachable and the first-hit attempt index (empty: never)."""
+    realized, and for each probe: reachable and the first-hit attempt index (empty: never). Then the
+    chance control's partner (the question whose gold this one's attempts are also scored against) and,
+    per probe, hits (correct attempts), answers (distinct extracted answers) and control (some attempt
+    hits the partner's gold); empty where the probe has no attempt of the question."""
+    from reachtui.control import run_control
+
     con = _conn(source)
     probes: list[str] = []
     for run_id in run_ids:
@@ -775,8 +1092,18 @@ def questions_table(source: Any, run_ids: Sequence[int]) -> Table:
         s = column_suffix(p)
         columns += [Column(f"reachable_{s}", "bool", label=f"reachable {p}"),
                     Column(f"first_hit_{s}", "int", label=f"first hit {p}")]
+    columns.append(Column("partner", label="control partner"))
+    for p in probes:
+        s = column_suffix(p)
+        columns += [Column(f"hits_{s}", "int", label=f"hits {p}"),
+                    Column(f"answers_{s}", "int", label=f"answers {p}"),
+                    Column(f"control_{s}", "bool", label=f"control {p}")]
     rows: list[tuple] = []
     for run_id in run_ids:
+        rc = run_control(con, run_id, run_info(con, run_id)["protocol"])
+        qid_of = dict(con.execute(
+            f"WITH {_RUN_QUESTIONS} SELECT q.id, q.qid FROM rq JOIN questions q ON q.id = rq.question_id",
+            {"run": run_id}).fetchall())
         params: dict[str, Any] = {"run": run_id}
         piv = _pivot(probes, params)
         select_probes = [f"piv.hit{i}, piv.first{i}" for i in range(len(probes))]
@@ -784,19 +1111,63 @@ def questions_table(source: Any, run_ids: Sequence[int]) -> Table:
             f"WITH {_RUN_QUESTIONS}, piv AS MATERIALIZED ({piv}) "
             "SELECT :run, q.qid, q.gold, real.answer, real.correct"
             + "".join(", " + s for s in select_probes)
-            + " FROM rq JOIN questions q ON q.id = rq.question_id"
+            + ", q.id FROM rq JOIN questions q ON q.id = rq.question_id"
             " LEFT JOIN attempts real ON real.run_id = :run AND real.probe = 'realized'"
             " AND real.question_id = q.id AND real.attempt = 0"
             " LEFT JOIN piv ON piv.question_id = q.id ORDER BY q.idx"
         )
+        scatters = [rc.probe(p) for p in probes]
         for r in con.execute(sql, params):
+            q = r[-1]
             out = list(r[:4]) + [None if r[4] is None else bool(r[4])]
             for i in range(len(probes)):
                 hit, first = r[5 + 2 * i], r[6 + 2 * i]
                 out += [None if hit is None else bool(hit), first]
+            out.append(qid_of.get(rc.partner.get(q)))
+            for sc in scatters:
+                cell = sc.get(q)
+                out += [None, None, None] if cell is None else \
+                    [cell.hits, cell.distinct, cell.control_hits > 0 if rc.partner.get(q) is not None else None]
             rows.append(tuple(out))
-    title = "Questions: realized, reachable and first hit per probe" + _runs_label(run_ids)
+    title = "Questions: realized, reachable and first hit per probe, chance control" + _runs_label(run_ids)
     return Table("questions", title, columns, rows)
+
+
+HITS_COLUMNS = [
+    Column("run", "int"), Column("probe"), Column("hits", "int"), Column("questions", "int"),
+    Column("share", "frac"), Column("control_questions", "int", label="control questions"),
+    Column("control_share", "frac", label="control share"),
+]
+
+
+def hits_table(source: Any, run_ids: Sequence[int]) -> Table:
+    """The hit-count distribution per probe: how many questions have 0, 1, 2, ... correct attempts (of
+    the questions with attempts of the probe), beside the same count for the chance control (attempts
+    hitting the partner question's gold). Luck rarely gives two hits: compare the tails."""
+    from reachtui.control import run_control
+
+    con = _conn(source)
+    rows: list[tuple] = []
+    notes: list[str] = []
+    for run_id in run_ids:
+        info = run_info(con, run_id)
+        rc = run_control(con, run_id, info["protocol"])
+        for probe in run_probes(con, run_id):
+            cells = list(rc.probe(probe).values())
+            if not cells:
+                continue
+            hits = Counter(c.hits for c in cells)
+            ctrl = Counter(c.control_hits for c in cells)
+            top = max(c.n for c in cells)
+            m = len(cells)
+            for h in range(top + 1):
+                rows.append((run_id, probe, h, hits.get(h, 0), hits.get(h, 0) / m, ctrl.get(h, 0),
+                             ctrl.get(h, 0) / m if len(rc.question_ids) >= 2 else math.nan))
+            if m < len(rc.question_ids):
+                notes.append(f"run {run_id}, {probe}: {len(rc.question_ids) - m} question(s) have no attempts "
+                             "yet: left out")
+    title = "Hit counts per question: correct attempts vs chance-control hits" + _runs_label(run_ids)
+    return Table("hits", title, list(HITS_COLUMNS), rows, notes=notes)
 
 
 ATTEMPT_COLUMNS = [
@@ -829,6 +1200,9 @@ def attempts_table(source: Any, run_ids: Sequence[int]) -> Table:
 PASSK_COLUMNS = [
     Column("run", "int"), Column("probe"), Column("estimator"), Column("k", "int"),
     Column("value", "frac"), Column("questions", "int"),
+    *_ci_columns("value"),
+    Column("control", "frac"), *_ci_columns("control"),
+    Column("excess", "frac", signed=True),
 ]
 
 
@@ -844,6 +1218,25 @@ def _probe_groups(con: sqlite3.Connection, run_id: int) -> dict[str, list[tuple[
     return dict(sorted(by_probe.items(), key=lambda kv: _probe_sort_key(kv[0])))
 
 
+def _curve_points(ordered: bool, g: Sequence[tuple[int, int, int | None, int]]) -> list[tuple[int, float, int]]:
+    """[(k, value, questions counted)] for k = 1..max n from (n, c, first, count) groups (see `_curves`)."""
+    points = []
+    for k in range(1, max((n for n, *_ in g), default=0) + 1):
+        total, counted = 0.0, 0
+        for n, c, first, count in g:
+            if ordered:
+                if first is not None and first < k:
+                    total += count
+                    counted += count
+                elif n >= k:
+                    counted += count
+            elif n >= k:
+                total += count * pass_at_k(n, c, k)
+                counted += count
+        points.append((k, total / counted if counted else math.nan, counted))
+    return points
+
+
 def _curves(con: sqlite3.Connection, run_id: int,
             groups: dict[str, list[tuple[int, int, int | None, int]]] | None = None,
             ) -> dict[str, tuple[str, list[tuple[int, float, int]]]]:
@@ -856,43 +1249,55 @@ def _curves(con: sqlite3.Connection, run_id: int,
     by_probe = _probe_groups(con, run_id) if groups is None else groups
     out = {}
     for probe in sorted(by_probe, key=_probe_sort_key):
-        g = by_probe[probe]
         ordered = probe in ORDERED_PROBES
-        points = []
-        for k in range(1, max(n for n, *_ in g) + 1):
-            total, counted = 0.0, 0
-            for n, c, first, count in g:
-                if ordered:
-                    if first is not None and first < k:
-                        total += count
-                        counted += count
-                    elif n >= k:
-                        counted += count
-                elif n >= k:
-                    total += count * pass_at_k(n, c, k)
-                    counted += count
-            points.append((k, total / counted if counted else math.nan, counted))
-        out[probe] = ("reachable@k" if ordered else "pass@k", points)
+        out[probe] = ("reachable@k" if ordered else "pass@k", _curve_points(ordered, by_probe[probe]))
     return out
+
+
+def _control_points(probe: str, items: Iterable[tuple[int, int, int | None]]) -> list[tuple[int, float, int]]:
+    """The chance control's budget curve from per-question (attempts, control hits, first control hit):
+    the same estimator and counting rule as the probe's own curve, with hits of the partner's gold."""
+    groups = [(n, c, f, cnt) for (n, c, f), cnt in Counter(items).items()]
+    return _curve_points(probe in ORDERED_PROBES, groups) if groups else []
 
 
 def passk_table(source: Any, run_ids: Sequence[int]) -> Table:
     """Budget curves for k = 1..K per probe: unbiased pass@k for `sample` (and other unordered probes),
     reachable@k (first hit < k) for routes and mcts. A question counts at k only when it has at least
-    k attempts or a hit before k; `questions` says how many counted."""
+    k attempts or a hit before k; `questions` says how many counted. Beside each point: its Wilson 95%
+    interval over the questions counted (`value_lo`, `value_hi`; for pass@k, a mean of per-question
+    probabilities, this is conservative), the chance control's curve `control` (the probe's attempts
+    scored against the partner question's gold, same estimator; `control_lo`, `control_hi`), and
+    `excess` = value - control: where excess reaches 0, the probe stops beating chance."""
+    from reachtui.control import run_control
+
     con = _conn(source)
     rows: list[tuple] = []
     notes: list[str] = []
     for run_id in run_ids:
+        info = run_info(con, run_id)
+        rc = run_control(con, run_id, info["protocol"])
         n_run = con.execute(f"WITH {_RUN_QUESTIONS} SELECT count(*) FROM rq", {"run": run_id}).fetchone()[0]
         for probe, (estimator, points) in _curves(con, run_id).items():
-            rows += [(run_id, probe, estimator, k, value, counted) for k, value, counted in points]
+            ctrl = {k: (v, c) for k, v, c in _control_points(
+                probe, [(s.n, s.control_hits, s.control_first) for s in rc.probe(probe).values()])}
+            for k, value, counted in points:
+                c_value, c_counted = ctrl.get(k, (math.nan, 0))
+                if n_run < 2:
+                    c_value = math.nan
+                lo, hi = stats.wilson(value * counted, counted) if counted else stats.NAN_PAIR
+                c_lo, c_hi = stats.wilson(c_value * c_counted, c_counted) if c_counted and not \
+                    _is_missing(c_value) else stats.NAN_PAIR
+                rows.append((run_id, probe, estimator, k, value, counted, lo, hi, c_value, c_lo, c_hi,
+                             _diff(value, c_value)))
             big_k = len(points)
             short = n_run - points[-1][2]
             if short > 0:
                 notes.append(f"run {run_id}, {probe}: {short} question(s) have fewer than {big_k} attempts "
                              "(or none yet): left out where k is beyond them")
-    title = "Budget curves: pass@k (sample), reachable@k (routes, mcts)" + _runs_label(run_ids)
+    notes.append("95% intervals: Wilson over the questions counted; control = the same curve with each "
+                 "question's attempts scored against its partner question's gold (chance control)")
+    title = "Budget curves: pass@k (sample), reachable@k (routes, mcts), chance control" + _runs_label(run_ids)
     return Table("passk", title, list(PASSK_COLUMNS), rows, notes=notes)
 
 
@@ -951,9 +1356,11 @@ COMPARE_COLUMNS = [
     Column("realized_a", "frac", label="realized A"),
     Column("realized_b", "frac", label="realized B"),
     Column("realized_delta", "frac", label="Δ realized", signed=True),
+    *_ci_columns("realized_delta", "Δ realized", signed=True),
     Column("reachable_a", "frac", label="reachable A"),
     Column("reachable_b", "frac", label="reachable B"),
     Column("reachable_delta", "frac", label="Δ reachable", signed=True),
+    *_ci_columns("reachable_delta", "Δ reachable", signed=True),
     Column("realized_gained", "int", label="realized gained"),
     Column("realized_lost", "int", label="realized lost"),
     Column("realized_kept", "int", label="realized kept"),
@@ -1025,6 +1432,14 @@ class Comparison:
         return table
 
 
+def _marginal(vectors: Counter, dims: tuple[int, ...]) -> Counter:
+    """{vector restricted to dims: count}."""
+    out: Counter = Counter()
+    for key, cnt in vectors.items():
+        out[tuple(key[d] for d in dims)] += cnt
+    return out
+
+
 def _status_by_qid(con: sqlite3.Connection, run_id: int, probes: list[str]) -> dict[str, list]:
     """{qid: [idx, realized, hit(probe 0), hit(probe 1), ...]} for the run's questions (None unknown)."""
     params: dict[str, Any] = {"run": run_id}
@@ -1040,10 +1455,15 @@ def _status_by_qid(con: sqlite3.Connection, run_id: int, probes: list[str]) -> d
     return {r[0]: list(r[1:]) for r in con.execute(sql, params)}
 
 
-def compare_runs(source: Any, run_a: int, run_b: int, *, allow_unmatched: bool = False) -> Comparison:
+def compare_runs(source: Any, run_a: int, run_b: int, *, allow_unmatched: bool = False,
+                 bootstrap: int = stats.DEFAULT_BOOTSTRAP, seed: int = 0) -> Comparison:
     """Run B against run A (B - A), per reachability probe both have, on the questions both have
     (matched by the task's question id). Refuses differing protocol hashes unless `allow_unmatched`,
-    in which case every row is marked matched = false and the table carries a warning."""
+    in which case every row is marked matched = false and the table carries a warning.
+
+    Every Δ has a 95% paired-bootstrap interval (`*_delta_lo`, `*_delta_hi`): the compared questions are
+    resampled with replacement, each keeping both runs' outcomes (`bootstrap` replicates, seeded from
+    `seed` and the probe), beside the exact McNemar p-value of the same transitions."""
     con = _conn(source)
     info_a, info_b = run_info(con, run_a), run_info(con, run_b)
     matched = info_a["protocol_hash"] == info_b["protocol_hash"]
@@ -1088,12 +1508,21 @@ def compare_runs(source: Any, run_a: int, run_b: int, *, allow_unmatched: bool =
     for i, p in enumerate(probes):
         cell = {c: [] for c in CELLS}
         real_cell = {c: 0 for c in CELLS}
+        vectors: Counter = Counter()  # (realized A, realized B, reachable A, reachable B) per question
         for q in common:
             ra, rb, ha, hb = sa[q][1], sb[q][1], sa[q][2 + i], sb[q][2 + i]
             if None in (ra, rb, ha, hb):
                 continue
             cell[transition(bool(ha), bool(hb))].append(q)
             real_cell[transition(bool(ra), bool(rb))] += 1
+            vectors[(bool(ra), bool(rb), bool(ha), bool(hb))] += 1
+        # realized Δ with one seed for every probe row: the same questions give the same interval
+        real_lo, real_hi = stats.bootstrap_means(
+            _marginal(vectors, (0, 1)),
+            [lambda m: m[1] - m[0]], B=bootstrap, seed=stats.seed_for("compare", seed, "realized"))[0]
+        reach_lo, reach_hi = stats.bootstrap_means(
+            _marginal(vectors, (2, 3)), [lambda m: m[1] - m[0]], B=bootstrap,
+            seed=stats.seed_for("compare", seed, p))[0]
         cells[("reachable", p)] = cell
         n = sum(len(v) for v in cell.values())
         if n < len(common):
@@ -1103,7 +1532,8 @@ def compare_runs(source: Any, run_a: int, run_b: int, *, allow_unmatched: bool =
         reach_a = _frac(len(cell["kept"]) + len(cell["lost"]), n)
         reach_b = _frac(len(cell["kept"]) + len(cell["gained"]), n)
         rows.append((
-            p, n, real_a, real_b, _diff(real_b, real_a), reach_a, reach_b, _diff(reach_b, reach_a),
+            p, n, real_a, real_b, _diff(real_b, real_a), real_lo, real_hi,
+            reach_a, reach_b, _diff(reach_b, reach_a), reach_lo, reach_hi,
             real_cell["gained"], real_cell["lost"], real_cell["kept"], real_cell["never"],
             mcnemar_exact(real_cell["gained"], real_cell["lost"]),
             len(cell["gained"]), len(cell["lost"]), len(cell["kept"]), len(cell["never"]),
@@ -1115,19 +1545,28 @@ def compare_runs(source: Any, run_a: int, run_b: int, *, allow_unmatched: bool =
         n = sum(len(v) for v in rc.values())
         real_a = _frac(len(rc["kept"]) + len(rc["lost"]), n)
         real_b = _frac(len(rc["kept"]) + len(rc["gained"]), n)
-        rows.append((None, n, real_a, real_b, _diff(real_b, real_a), math.nan, math.nan, math.nan,
+        vectors = Counter({(True, True): len(rc["kept"]), (True, False): len(rc["lost"]),
+                           (False, True): len(rc["gained"]), (False, False): len(rc["never"])})
+        real_lo, real_hi = stats.bootstrap_means(+vectors, [lambda m: m[1] - m[0]], B=bootstrap,
+                                                 seed=stats.seed_for("compare", seed, "realized"))[0]
+        rows.append((None, n, real_a, real_b, _diff(real_b, real_a), real_lo, real_hi,
+                     math.nan, math.nan, math.nan, math.nan, math.nan,
                      len(rc["gained"]), len(rc["lost"]), len(rc["kept"]), len(rc["never"]),
                      mcnemar_exact(len(rc["gained"]), len(rc["lost"])), None, None, None, None,
                      math.nan, matched))
         notes.append("the runs share no reachability probe: realized only")
+    notes.append("Δ intervals: 95% paired bootstrap over the compared questions"
+                 + (f" ({bootstrap} replicates, seed {seed})" if bootstrap > 0 else " (off)"))
     title = (f"Run {run_b} ({info_b['model']}) vs run {run_a} ({info_a['model']}) on {info_a['task']}: "
-             f"Δ = B − A; transitions A→B; exact McNemar p")
+             f"Δ = B − A (95% paired bootstrap); transitions A→B; exact McNemar p")
     table = Table("compare", title, list(COMPARE_COLUMNS), rows, notes=notes, warnings=warnings)
     return Comparison(info_a, info_b, matched, probes, len(common), table, cells)
 
 
-def compare_table(source: Any, run_a: int, run_b: int, *, allow_unmatched: bool = False) -> Table:
-    return compare_runs(source, run_a, run_b, allow_unmatched=allow_unmatched).table
+def compare_table(source: Any, run_a: int, run_b: int, *, allow_unmatched: bool = False,
+                  bootstrap: int = stats.DEFAULT_BOOTSTRAP, seed: int = 0) -> Table:
+    return compare_runs(source, run_a, run_b, allow_unmatched=allow_unmatched, bootstrap=bootstrap,
+                        seed=seed).table
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1135,22 +1574,27 @@ def compare_table(source: Any, run_a: int, run_b: int, *, allow_unmatched: bool 
 # --------------------------------------------------------------------------------------------------
 
 
-def build_table(source: Any, name: str, run_ids: Sequence[int], *, allow_unmatched: bool = False) -> Table:
-    """Build table `name` (one of TABLES) for `run_ids` (compare takes exactly two: A then B)."""
+def build_table(source: Any, name: str, run_ids: Sequence[int], *, allow_unmatched: bool = False,
+                bootstrap: int = stats.DEFAULT_BOOTSTRAP, seed: int = 0) -> Table:
+    """Build table `name` (one of TABLES) for `run_ids` (compare takes exactly two: A then B).
+    `bootstrap` replicates (0: none) and their `seed` decide the bootstrap intervals of summary/compare."""
     if name == "summary":
-        return summary_table(source, run_ids)
+        return summary_table(source, run_ids, bootstrap=bootstrap, seed=seed)
     if name == "questions":
         return questions_table(source, run_ids)
     if name == "attempts":
         return attempts_table(source, run_ids)
     if name == "passk":
         return passk_table(source, run_ids)
+    if name == "hits":
+        return hits_table(source, run_ids)
     if name == "mlp-scan":
         return mlp_scan_table(source, run_ids)
     if name == "compare":
         if len(run_ids) != 2:
             raise ReachError("the compare table needs two runs: --run A --run B")
-        return compare_table(source, run_ids[0], run_ids[1], allow_unmatched=allow_unmatched)
+        return compare_table(source, run_ids[0], run_ids[1], allow_unmatched=allow_unmatched,
+                             bootstrap=bootstrap, seed=seed)
     raise ReachError(f"unknown table {name!r}; choose one of {', '.join(TABLES)}")
 
 
@@ -1165,10 +1609,12 @@ def compare_views(comparison: Comparison) -> list[Table]:
         t.title,
         [Column("probe"), Column("n", "int"),
          Column("realized_a", "frac", label=f"realized {a}"), Column("realized_b", "frac", label=f"realized {b}"),
-         Column("realized_delta", "frac", label="Δ", signed=True), Column("realized_p", "pvalue", label="p"),
+         Column("realized_delta", "frac", label="Δ", signed=True), *_ci_columns("realized_delta", "Δ", True),
+         Column("realized_p", "pvalue", label="p"),
          Column("reachable_a", "frac", label=f"reachable {a}"),
          Column("reachable_b", "frac", label=f"reachable {b}"),
-         Column("reachable_delta", "frac", label="Δ", signed=True), Column("reachable_p", "pvalue", label="p")],
+         Column("reachable_delta", "frac", label="Δ", signed=True), *_ci_columns("reachable_delta", "Δ", True),
+         Column("reachable_p", "pvalue", label="p")],
         [],
         notes=[],
         warnings=list(t.warnings),

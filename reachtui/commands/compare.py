@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from reachtui.commands.export import emit, open_store, pick_format
+from reachtui.commands.export import bootstrap_options, emit, open_store, pick_format
 from reachtui.errors import ReachError
 
 
@@ -26,10 +26,12 @@ from reachtui.errors import ReachError
               help="Print the question ids of one transition cell: MEASURE:CELL with MEASURE realized, "
                    "reachable (each probe) or a probe name, CELL gained, lost, kept or never; e.g. "
                    "reachable:lost = reachable in A, not in B.")
-def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec) -> None:
+@bootstrap_options
+def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec, bootstrap, bootstrap_seed) -> None:
     """Compare RUN_B against RUN_A (ids, or 'latest'): per probe realized and reachable in each, their
-    deltas (B - A), the question-level transitions (gained, lost, kept, never) and exact McNemar
-    p-values. Runs must share a protocol hash; they are compared on the questions both have.
+    deltas (B - A) with 95% paired-bootstrap intervals, the question-level transitions (gained, lost,
+    kept, never) and exact McNemar p-values. Runs must share a protocol hash; they are compared on the
+    questions both have.
 
     \b
       reachtui compare 1 2
@@ -43,7 +45,8 @@ def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec) -
     store = open_store(store_path)
     try:
         a, b = T.resolve_run(store, run_a), T.resolve_run(store, run_b)
-        comparison = T.compare_runs(store, a, b, allow_unmatched=allow_unmatched)
+        comparison = T.compare_runs(store, a, b, allow_unmatched=allow_unmatched, bootstrap=bootstrap,
+                                    seed=bootstrap_seed)
     finally:
         store.close()
     if list_spec is not None:

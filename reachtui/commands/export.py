@@ -98,6 +98,16 @@ def emit(tables, fmt: str, output: str | None, *, headers: bool = True) -> None:
         click.echo(text, nl=False)
 
 
+def bootstrap_options(command):
+    """--bootstrap B and --bootstrap-seed S (shared by export and compare)."""
+    command = click.option("--bootstrap-seed", "bootstrap_seed", type=click.IntRange(min=0), default=0,
+                           show_default=True, metavar="S",
+                           help="Seed of the bootstrap intervals (the same seed repeats them exactly).")(command)
+    return click.option("--bootstrap", "bootstrap", type=click.IntRange(min=0), default=1000, show_default=True,
+                        metavar="B", help="Bootstrap replicates for the 95% intervals of gap, excess, retained "
+                                          "and compare's Δs (0: leave those intervals empty).")(command)
+
+
 def _split_columns(columns: tuple[str, ...], columns_csv: str | None) -> list[str] | None:
     names = [c.strip() for c in columns if c.strip()]
     if columns_csv:
@@ -133,9 +143,16 @@ def _split_columns(columns: tuple[str, ...], columns_csv: str | None) -> list[st
 @click.option("--no-headers", is_flag=True, help="Omit the header row (csv, tsv, md, latex).")
 @click.option("--allow-unmatched", is_flag=True,
               help="compare table only: compare runs whose protocols differ (every row is marked).")
+@bootstrap_options
 def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as_table, output, where, params,
-           columns, columns_csv, order, limit, no_headers, allow_unmatched) -> None:
-    """Write TABLE of the audit store: summary, questions, attempts, passk, mlp-scan or compare.
+           columns, columns_csv, order, limit, no_headers, allow_unmatched, bootstrap, bootstrap_seed) -> None:
+    """Write TABLE of the audit store: summary, questions, attempts, passk, hits, mlp-scan or compare.
+
+    Beside every reachability figure: the chance control (each question's attempts scored against
+    another question's gold of the same answer stratum), excess = reachable - control, robust
+    reachability (>= 2 correct attempts), the answer scatter, and 95% intervals as `<column>_lo` /
+    `<column>_hi` (Wilson for proportions, a seeded bootstrap over questions for gap, excess and
+    retained, a paired bootstrap for compare's Δs). `hits` is the hit-count distribution per probe.
 
     \b
       reachtui export summary                      # the latest run, as a terminal table or csv
@@ -143,6 +160,7 @@ def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as
       reachtui export passk --format md
       reachtui export summary --format latex -o table1.tex
       reachtui export compare --run 1 --run 2 --json
+      reachtui export summary --columns probe,reachable,control,excess,excess_lo,excess_hi --format md
     """
     from reachtui import tables as T
 
@@ -165,9 +183,14 @@ def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as
             run_ids = [T.resolve_run(store, r) for r in (runs or (None,))]
         if name == "compare" and len(run_ids) != 2:
             raise ReachError("the compare table needs two runs: --run A --run B (or use `reachtui compare A B`)")
-        table = T.build_table(store, name, run_ids, allow_unmatched=allow_unmatched)
+        table = T.build_table(store, name, run_ids, allow_unmatched=allow_unmatched, bootstrap=bootstrap,
+                              seed=bootstrap_seed)
     finally:
         store.close()
-    table = T.select(table, columns=_split_columns(columns, columns_csv), where=where,
+    chosen = _split_columns(columns, columns_csv)
+    table = T.select(table, columns=chosen, where=where,
                      params=dict(params) if params else None, order=order, limit=limit)
+    if name == "summary" and fmt == "table" and not chosen:
+        emit(T.summary_views(table), fmt, output, headers=not no_headers)  # two narrower tables
+        return
     emit([table], fmt, output, headers=not no_headers)

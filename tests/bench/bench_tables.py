@@ -65,7 +65,7 @@ def main() -> None:
         print(f"store: {args.questions} questions x 2 runs x (1 + 3 x {args.k}) attempts "
               f"built in {time.perf_counter() - t0:.1f} s")
         with Store(path, readonly=True) as store:
-            for name in ("summary", "questions", "passk", "mlp-scan", "attempts", "compare"):
+            for name in ("summary", "questions", "passk", "hits", "mlp-scan", "attempts", "compare"):
                 t0 = time.perf_counter()
                 table = T.build_table(store, name, [1, 2] if name == "compare" else [1])
                 t1 = time.perf_counter()
