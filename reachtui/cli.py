@@ -21,14 +21,21 @@ def cli() -> None:
     or only reachable under a probe (sampling, layer routes, a silenced MLP block)?"""
 
 
-# Command registration: one line per command module (keep this list sorted).
-cli.add_command(__import__("reachtui.commands.audit", fromlist=["x"]).audit)
-cli.add_command(__import__("reachtui.commands.compare", fromlist=["x"]).compare)
-cli.add_command(__import__("reachtui.commands.export", fromlist=["x"]).export)
-cli.add_command(__import__("reachtui.commands.generate", fromlist=["x"]).generate)
-cli.add_command(__import__("reachtui.commands.importer", fromlist=["x"]).import_)
-cli.add_command(__import__("reachtui.commands.open", fromlist=["x"]).open_)
-cli.add_command(__import__("reachtui.commands.runs", fromlist=["x"]).runs)
+# Command registration (each command module imports heavy libraries only inside its function).
+from reachtui.commands.audit import audit as audit_cmd  # noqa: E402
+from reachtui.commands.compare import compare as compare_cmd  # noqa: E402
+from reachtui.commands.export import export as export_cmd  # noqa: E402
+from reachtui.commands.generate import generate as generate_cmd  # noqa: E402
+from reachtui.commands.importer import import_ as import_cmd  # noqa: E402
+from reachtui.commands.open import open_ as open_cmd  # noqa: E402
+from reachtui.commands.runs import runs as runs_cmd  # noqa: E402
+cli.add_command(audit_cmd)
+cli.add_command(compare_cmd)
+cli.add_command(export_cmd)
+cli.add_command(generate_cmd)
+cli.add_command(import_cmd)
+cli.add_command(open_cmd)
+cli.add_command(runs_cmd)
 
 
 def main(argv: list[str] | None = None) -> None:
