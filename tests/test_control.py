@@ -292,3 +292,32 @@ def test_people_formats_fold_intervals(store_path):
     assert "value CI" in tex and "control CI" in tex and all(ord(ch) < 128 for ch in tex)
     cmp_md = _export(store_path, "compare", "1", "2", "--format", "md")
     assert "Δ CI" in cmp_md
+
+
+def test_imported_runs_get_the_control_too(tmp_path):
+    """An imported run (no model, answers extracted by the importer) has its control from the stored
+    answers: each question's sample attempt 1 writes its partner's gold."""
+    golds = {"a1": "10", "a2": "20", "a3": "30", "a4": "40", "a5": "50"}
+    task = tmp_path / "five.jsonl"
+    task.write_text("".join(json.dumps({"id": q, "question": f"q {q}?", "answer": a}) + "\n"
+                            for q, a in golds.items()))
+    ids, values = list(golds), list(golds.values())
+    partner = C.derangement(values, "number", seed=0)
+    lines = []
+    for i, q in enumerate(ids):
+        outs = {"realized": [f"#### {values[i]}" if i == 0 else "#### 7"],
+                "sample": ["#### 99", f"so #### {values[partner[i]]}", f"#### {values[i]}" if i < 2 else "#### 98"]}
+        lines += [json.dumps({"question_id": q, "probe": p, "attempt": j, "output": o})
+                  for p, os_ in outs.items() for j, o in enumerate(os_)]
+    gens = tmp_path / "gens.jsonl"
+    gens.write_text("\n".join(lines) + "\n")
+    store_path = tmp_path / "s.sqlite"
+    res = CliRunner().invoke(cli, ["import", str(gens), "--task", str(task), "--model", "m", "--store",
+                                   str(store_path)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    with Store(store_path, readonly=True) as store:
+        rows = {r["probe"]: r for r in T.summary_table(store, [1]).dicts()}
+    r = rows["sample"]
+    assert r["reachable"] == pytest.approx(0.4) and r["control"] == 1.0 and r["excess"] == pytest.approx(-0.6)
+    assert r["answers"] == 3.0 and r["no_answer"] == 0.0
+    assert r["realized"] == pytest.approx(0.2) and r["robust"] == 0.0
