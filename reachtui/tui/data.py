@@ -300,6 +300,7 @@ class Counters:
     realized: int
     reached: dict[str, int]  # probe -> questions with a correct attempt
     failure: dict[str, int]  # probe -> reachable and not realized (frozen set size when stored)
+    attempted: dict[str, int] | None = None  # probe -> questions with at least one attempt of it
 
     def pct(self, k: int) -> float:
         return 100.0 * k / self.n if self.n else 0.0
@@ -308,12 +309,15 @@ class Counters:
 def counters(rows: list[QRow], probes: tuple[str, ...], frozen: dict[str, int] | None = None) -> Counters:
     reached = {p: 0 for p in probes}
     failure = {p: 0 for p in probes}
+    attempted = {p: 0 for p in probes}
     done = realized = 0
     for r in rows:
         if r.realized is not None:
             done += 1
             realized += bool(r.realized)
         for i, p in enumerate(probes):
+            if r.reach[i] is not None:
+                attempted[p] += 1
             if r.reach[i]:
                 reached[p] += 1
                 if r.realized is False:
@@ -321,7 +325,7 @@ def counters(rows: list[QRow], probes: tuple[str, ...], frozen: dict[str, int] |
     for p, size in (frozen or {}).items():
         if p in failure:
             failure[p] = size
-    return Counters(len(rows), done, realized, reached, failure)
+    return Counters(len(rows), done, realized, reached, failure, attempted)
 
 
 # ---- preloading (the first paint) -----------------------------------------------------------------

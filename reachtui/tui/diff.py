@@ -1,4 +1,5 @@
-"""How two outputs differ, word by word, as a rich Text (deleted: red struck through; inserted: green)."""
+"""How two outputs differ, word by word, as a rich Text, marked as `git diff --word-diff` does
+([-deleted-] in red, {+inserted+} in green), so it reads in colour and without."""
 
 from __future__ import annotations
 
@@ -19,9 +20,13 @@ def word_diff(old: str, new: str) -> Text:
             out.append("".join(a[i1:i2]))
             continue
         if op in ("delete", "replace"):
+            out.append("[-", style="red")
             out.append("".join(a[i1:i2]), style="red strike")
+            out.append("-]", style="red")
         if op in ("insert", "replace"):
+            out.append("{+", style="green")
             out.append("".join(b[j1:j2]), style="bold green")
+            out.append("+}", style="green")
     return out
 
 

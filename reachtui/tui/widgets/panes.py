@@ -82,7 +82,13 @@ def counter_text(run: RunInfo | None, c: Counters | None) -> Text:
     for p in run.probes:
         t.append("  │ ", style="dim")
         t.append(f"{p} ", style="dim")
+        attempted = c.attempted[p] if c.attempted is not None else c.n
+        if attempted == 0:
+            t.append("pending", style="dim italic")
+            continue
         t.append(f"{c.pct(c.reached[p]):.1f}%", style="bold yellow")
+        if attempted < c.n:
+            t.append(f" ({attempted}/{c.n} done)", style="dim")
         gap = c.pct(c.reached[p]) - c.pct(c.realized)
         t.append(f"  gap {gap:+.1f}", style="")
         t.append(f"  F={c.failure[p]}", style="bold")
