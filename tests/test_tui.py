@@ -393,3 +393,29 @@ async def test_command_palette_runs_a_namespaced_command(stored):
         await pilot.press("enter")
         await pilot.pause()
         assert shown(app) == ids["failure:routes"]
+
+
+def test_intervention_edits_and_texts():
+    iv = Intervention.identity(8)
+    assert iv.is_default and iv.route() is None and iv.describe().startswith("default")
+    iv = iv.toggle_skip(4).more(3)
+    assert iv.layers == (0, 1, 2, 3, 3, 5, 6, 7) and iv.route_text == "0-3,3,5-7"
+    assert iv.more(3) is not iv and iv.more(3).count(3) == 2  # at most twice
+    assert iv.toggle_skip(4).layers == (0, 1, 2, 3, 3, 4, 5, 6, 7)  # restored after the 3s
+    assert iv.toggle_silence(5).describe() == "route 0-3,3,5-7 · silence MLP 5"
+    assert iv.with_route_text("0-3,3,5-7") == iv
+    assert iv.reset().is_default
+    only = Intervention(2, (1,))
+    assert only.toggle_skip(1) is only  # a route keeps at least one layer
+    from reachtui.errors import ReachError
+
+    with pytest.raises(ReachError):
+        iv.with_route_text("3-1,99")
+
+
+def test_word_diff_marks_changes():
+    from reachtui.tui.diff import same_text, word_diff
+
+    d = word_diff("4*4=16. 4*2=8. 16-8=8. #### 8", "4*4=16. 5*2=10. 16-10=6. #### 6")
+    assert d.plain == "4*4=16. [-4*2=8.-]{+5*2=10.+} [-16-8=8.-]{+16-10=6.+} #### [-8-]{+6+}"
+    assert same_text(" a b ", "a b")

@@ -466,6 +466,8 @@ class ReachApp(App[None]):
                "silence": iv.toggle_silence}[op](layer)
         if new is iv and op != "silence":
             self.notify("a route needs at least one layer", severity="warning")
+        elif new == iv and op == "repeat":
+            self.notify("a layer runs at most twice in a route", severity="warning")
         self._set_intervention(new)
 
     def action_layer(self, op: str) -> None:
