@@ -74,22 +74,31 @@ def tmux_paint(path: Path, repeats: int) -> list[float]:
         return []
     exe = Path(sys.executable).with_name("reachtui")
     times = []
-    for i in range(repeats):
-        name = f"bench-tui-{os.getpid()}-{i}"
-        t0 = time.perf_counter()
-        subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "160", "-y", "50",
-                        f"{exe} open --store {path}"], check=True, cwd=ROOT)
-        seen = None
-        while time.perf_counter() - t0 < 20:
-            cap = subprocess.run(["tmux", "capture-pane", "-p", "-t", name], capture_output=True, text=True).stdout
-            if "syn-00000" in cap and "realized" in cap:
-                seen = time.perf_counter() - t0
-                break
-            time.sleep(0.01)
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
-        if seen is not None:
-            times.append(seen)
+    keeper = f"bench-tui-keeper-{os.getpid()}"  # keeps the tmux server up between the timed sessions
+    subprocess.run(["tmux", "new-session", "-d", "-s", keeper, "sleep 600"], check=True)
+    try:
+        for i in range(repeats):
+            t = _tmux_once(exe, path, f"bench-tui-{os.getpid()}-{i}")
+            if t is not None:
+                times.append(t)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", keeper], capture_output=True)
     return times
+
+
+def _tmux_once(exe: Path, path: Path, name: str) -> float | None:
+    t0 = time.perf_counter()
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "160", "-y", "50",
+                    f"{exe} open --store {path}"], check=True, cwd=ROOT)
+    seen = None
+    while time.perf_counter() - t0 < 20:
+        cap = subprocess.run(["tmux", "capture-pane", "-p", "-t", name], capture_output=True, text=True).stdout
+        if "syn-00000" in cap and "realized" in cap:
+            seen = time.perf_counter() - t0
+            break
+        time.sleep(0.01)
+    subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+    return seen
 
 
 def live_run(repeats: int, model: str = "demo") -> dict:
