@@ -9,7 +9,9 @@ leaves the run 'cancelled' (run the same command again to continue it); a second
 from __future__ import annotations
 
 import math
+import os
 import signal
+import sys
 import threading
 import time
 
@@ -168,10 +170,13 @@ class _Bar:
 @click.option("--batch-size", type=int, default=64, show_default=True,
               help="Prompts per generation call (keep it when resuming, for bit-identical rows).")
 @click.option("--max-new-tokens", type=int, default=None, help="Generation length limit (protocol).")
+@click.option("--threads", type=int, default=None,
+              help="CPU threads for the model (sets OMP_NUM_THREADS before torch loads). On a machine shared "
+                   "with other jobs, 1 is often much faster than the default (one per core).")
 @click.option("--trust-remote-code", is_flag=True, help="Allow the model's own code (off by default).")
 @click.option("--allow-download", is_flag=True, help="Fetch the model from the Hugging Face hub if not cached.")
 def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, store_path, protocol_file,
-          run_id, new_run, device, dtype, batch_size, max_new_tokens, trust_remote_code, allow_download):
+          run_id, new_run, device, dtype, batch_size, max_new_tokens, threads, trust_remote_code, allow_download):
     """Audit MODEL on TASK: realized (default decoding) vs reachable (some attempt of a probe) per
     question; every attempt stored, resumable. MODEL is `demo`, a directory, or a cached HF id."""
     from rich.console import Console
@@ -183,6 +188,13 @@ def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, 
 
     if batch_size < 1:
         raise ReachError(f"--batch-size must be at least 1, not {batch_size}")
+    if threads is not None:
+        if threads < 1:
+            raise ReachError(f"--threads must be at least 1, not {threads}")
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[var] = str(threads)
+        if "torch" in sys.modules:        # already loaded in this process (a caller's): tell it directly
+            sys.modules["torch"].set_num_threads(threads)
     if limit is not None and limit < 1:
         raise ReachError(f"--limit must be at least 1, not {limit}")
     if run_id is not None and new_run:
