@@ -12,6 +12,8 @@ app's workers.
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import click
@@ -98,12 +100,16 @@ def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_s
 @click.option("--device", default="auto", show_default=True, help="auto|cpu|cuda[:N]")
 @click.option("--dtype", default="auto", show_default=True, help="auto|float32|bfloat16|float16")
 @click.option("--batch-size", type=int, default=64, show_default=True, help="Prompts per generation call.")
+@click.option("--threads", type=int, default=None,
+              help="CPU threads for the model (sets OMP_NUM_THREADS before torch loads); on a machine shared "
+                   "with other jobs, 1 is often much faster than the default.")
 @click.option("--trust-remote-code", is_flag=True, help="Allow the model's own code (off by default).")
 @click.option("--allow-download", is_flag=True, help="Fetch the model from the Hugging Face hub if not cached.")
 @click.option("--keymap", "keymap_file", type=click.Path(dir_okay=False), default=None,
               help='A TOML file of binding id = "key" (ids in the help screen), e.g. "filter.failure" = "F".')
 def open_(model, task_spec, store_path, run_id, probes, budget, temperature, seed, limit, mlp_scan, protocol_file,
-          max_new_tokens, new_run, device, dtype, batch_size, trust_remote_code, allow_download, keymap_file):
+          max_new_tokens, new_run, device, dtype, batch_size, threads, trust_remote_code, allow_download,
+          keymap_file):
     """Open the app: browse an audit question by question, filter failure sets, silence MLP blocks or
     edit the layer route of a question and see the answer change, apply that to a whole set.
 
@@ -111,6 +117,13 @@ def open_(model, task_spec, store_path, run_id, probes, budget, temperature, see
     store already has a finished run for it; without MODEL, browse the store (no model is loaded)."""
     from reachtui.store import default_store_path
 
+    if threads is not None:   # torch loads later, in a worker: the environment is read then
+        if threads < 1:
+            raise ReachError(f"--threads must be at least 1, not {threads}")
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[var] = str(threads)
+        if "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(threads)
     path = Path(store_path) if store_path else default_store_path()
     launch_kw = dict(device=device, dtype=dtype, trust_remote_code=trust_remote_code, allow_download=allow_download)
     keymap = read_keymap(keymap_file) if keymap_file else None
