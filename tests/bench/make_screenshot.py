@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def audit(store_path: Path, limit: int | None, budget: int) -> int:
+def audit(store_path: Path, limit: int | None, budget: int, model: str = "demo") -> int:
     from reachtui.audit import run_audit
     from reachtui.model.load import load_model
     from reachtui.model.run import Runner
@@ -24,10 +24,10 @@ def audit(store_path: Path, limit: int | None, budget: int) -> int:
     from reachtui.store import Store
     from reachtui.tasks import load_task
 
-    runner = Runner(load_model("demo", device="cpu"))
+    runner = Runner(load_model(model, device="cpu"))
     protocol = protocol_from_options(Protocol(), probes="sample,routes", budget=budget)
     with Store(store_path) as store:
-        res = run_audit(store, runner, model_name="demo", model_path=str(runner.loaded.path),
+        res = run_audit(store, runner, model_name=runner.loaded.name, model_path=str(runner.loaded.path),
                         model_class=runner.arch.model_class, task=load_task("demo"), protocol=protocol,
                         limit=limit, mlp_scan="sample")
     return res.run_id
@@ -58,10 +58,10 @@ async def shoot(store_path: Path, out: Path, size: tuple[int, int]) -> None:
             except Exception:  # noqa: BLE001
                 pass
         await pilot.pause(0.3)
-        app.model_status = "demo ready · cpu float32 · 8 layers"
+        app.model_status = f"{app.run_info.model} ready · cpu float32 · {app.runner.num_layers} layers"
         app._refresh_chrome()
         await pilot.pause(0.1)
-        out.write_text(app.export_screenshot(title="reachtui open demo"))
+        out.write_text(app.export_screenshot(title=f"reachtui open {app.run_info.model}"))
     print(f"wrote {out} (run {run_id}, silenced MLP {best}, question {app.last_live['qid']}: "
           f"{app.last_live['default_answer']} -> {app.last_live['answer']}, gold {app.last_live['gold']})")
 
@@ -72,9 +72,10 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "assets" / "screenshot.svg")
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--budget", type=int, default=16)
+    ap.add_argument("--model", default="demo")
     args = ap.parse_args()
     if not args.store.exists():
-        audit(args.store, args.limit, args.budget)
+        audit(args.store, args.limit, args.budget, args.model)
     asyncio.run(shoot(args.store, args.out, (150, 42)))
 
 
