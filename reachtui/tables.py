@@ -716,7 +716,8 @@ SUMMARY_COLUMNS = [
 #: What the intervals and the chance control mean, said under the summary (and the audit's closing table).
 SUMMARY_NOTE = (
     "95% intervals: Wilson for single proportions (realized, reachable, control, robust), a seeded "
-    "bootstrap over questions for gap, excess and retained; control = the probe's answers scored against "
+    "bootstrap over questions for gap, excess and retained (none for retained when the gap's interval "
+    "holds 0: the ratio is unbounded); control = the probe's answers scored against "
     "another question's gold of the same answer stratum (chance control); excess = reachable - control; "
     "robust = at least 2 correct attempts; answers/question = distinct extracted answers; no answer = "
     "share of attempts with no extracted answer; chance = 1-(1-1/m)^K for m-way multiple choice")
@@ -809,10 +810,13 @@ def _add_honest_numbers(con: sqlite3.Connection, run_id: int, info: dict[str, An
             lambda m: stats.ratio_or_nan(m[3] - m[0], m[1] - m[0]),
             lambda m: m[1] - m[4],
         ], B=bootstrap, seed=b_seed)
+        gap_lo, gap_hi = intervals[0]
         for key, (lo, hi) in zip(("gap", "retained_vote", "retained_logprob", "excess"), intervals):
             point = row[key]
             if _is_missing(point):  # an undefined estimate gets no interval
                 lo = hi = math.nan
+            if key.startswith("retained") and not (gap_lo > 0 or gap_hi < 0):
+                lo = hi = math.nan  # the gap's interval holds 0: the ratio is unbounded, no honest interval
             row[f"{key}_lo"], row[f"{key}_hi"] = lo, hi
         curve = _control_points(probe, [(s.n, s.control_hits, s.control_first) for s in scatter.values()])
         row["control_at_k"] = None
@@ -849,7 +853,8 @@ def summary_rows(source: Any, run_id: int, *, intervals: bool = False, bootstrap
         answers                           mean distinct extracted answers per question with attempts
         no_answer                         share of the probe's attempts with no extracted answer
         realized_lo/_hi, reachable_lo/_hi Wilson
-        gap_lo/_hi, retained_vote_lo/_hi, retained_logprob_lo/_hi   bootstrap over questions
+        gap_lo/_hi, retained_vote_lo/_hi, retained_logprob_lo/_hi   bootstrap over questions (retained:
+                                          NaN when the gap's interval holds 0, the ratio being unbounded)
         control_at_k                      the control's budget curve (as pass_at_k / reachable_at_k)
 
     Bootstrap intervals use `bootstrap` replicates (0: none, NaN) seeded from `seed` and the probe name.

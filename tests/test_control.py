@@ -321,3 +321,30 @@ def test_imported_runs_get_the_control_too(tmp_path):
     assert r["reachable"] == pytest.approx(0.4) and r["control"] == 1.0 and r["excess"] == pytest.approx(-0.6)
     assert r["answers"] == 3.0 and r["no_answer"] == 0.0
     assert r["realized"] == pytest.approx(0.2) and r["robust"] == 0.0
+
+
+def test_retained_gets_no_interval_when_the_gap_may_be_zero(tmp_path):
+    """retained = (blind - realized) / (reachable - realized): when the gap's interval holds 0 the ratio
+    is unbounded, so it gets no interval rather than a meaningless one."""
+    golds = [str(10 + i) for i in range(20)]
+    task = task_with_golds("ret", golds)
+
+    def data(n_gap):
+        out = {}
+        for i, q in enumerate(task.questions):
+            hit = i < n_gap
+            out[q.id] = {"realized": [(False, "1", -1.0)],
+                         "routes": [(hit, q.answer if hit else "2", -0.5), (False, "3", -0.1)]}
+        return out
+
+    with Store(tmp_path / "r.sqlite") as store:
+        wide = add_run(store, "a", task, "h1", data(20))
+        narrow = add_run(store, "b", task, "h2", data(1))
+        rows = {r["probe"]: r for r in T.summary_rows(store, wide, intervals=True)}
+        assert rows["routes"]["gap_lo"] == rows["routes"]["gap_hi"] == 1.0
+        assert rows["routes"]["retained_logprob"] == 0.0  # log-prob picks the wrong attempt everywhere
+        assert rows["routes"]["retained_logprob_lo"] == rows["routes"]["retained_logprob_hi"] == 0.0
+        rows = {r["probe"]: r for r in T.summary_rows(store, narrow, intervals=True)}
+        assert rows["routes"]["gap"] == pytest.approx(0.05) and rows["routes"]["gap_lo"] == 0.0
+        assert math.isnan(rows["routes"]["retained_vote_lo"]) and math.isnan(rows["routes"]["retained_logprob_hi"])
+        assert not math.isnan(rows["routes"]["retained_vote"])
