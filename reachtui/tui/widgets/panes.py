@@ -86,9 +86,11 @@ def counter_text(run: RunInfo | None, c: Counters | None) -> Text:
         if attempted == 0:
             t.append("pending", style="dim italic")
             continue
+        if attempted < c.n:  # mid-audit: no percentage of n yet, so no gap either
+            t.append(f"{c.reached[p]} reached", style="bold yellow")
+            t.append(f" of {attempted}/{c.n} done so far", style="dim")
+            continue
         t.append(f"{c.pct(c.reached[p]):.1f}%", style="bold yellow")
-        if attempted < c.n:
-            t.append(f" ({attempted}/{c.n} done)", style="dim")
         gap = c.pct(c.reached[p]) - c.pct(c.realized)
         t.append(f"  gap {gap:+.1f}", style="")
         t.append(f"  F={c.failure[p]}", style="bold")
