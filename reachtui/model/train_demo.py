@@ -31,7 +31,7 @@ ALPHABET = ["\n"] + [chr(c) for c in range(32, 127)]
 
 DEFAULTS = dict(
     layers=8, hidden=128, heads=4, intermediate=448, max_positions=512,
-    steps=2400, batch_size=32, lr=2e-3, warmup=100, min_lr_frac=0.1, weight_decay=0.01,
+    steps=2200, batch_size=16, lr=2e-3, warmup=100, min_lr_frac=0.1, weight_decay=0.01,
     seed=TRAIN_SEED, threads=2,
 )
 
