@@ -20,7 +20,14 @@ def store_path(tmp_path_factory):
 
 
 async def _settle(pilot) -> None:
-    await pilot.pause(0.2)
+    """Wait until the detail pane shows the selected question (its 50 ms debounce timer has fired)."""
+    import time
+
+    app = pilot.app
+    end = time.monotonic() + 10
+    while app._detail_timer is not None and time.monotonic() < end:
+        await pilot.pause(0.02)
+    await pilot.pause(0.05)
 
 
 def test_main_screen(snap_compare, store_path):
