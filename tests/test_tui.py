@@ -429,3 +429,31 @@ def test_word_diff_marks_changes():
     d = word_diff("4*4=16. 4*2=8. 16-8=8. #### 8", "4*4=16. 5*2=10. 16-10=6. #### 6")
     assert d.plain == "4*4=16. [-4*2=8.-]{+5*2=10.+} [-16-8=8.-]{+16-10=6.+} #### [-8-]{+6+}"
     assert same_text(" a b ", "a b")
+
+
+async def test_worker_messages_while_another_screen_is_on_top(stored):
+    """The audit, a live run or an apply may report while the charts or help are open: the main
+    screen's widgets are updated underneath, nothing crashes."""
+    from reachtui.tui.app import ApplyProgress, AuditEvent, LiveDone, ModelState
+
+    path, run_id = stored
+    app = ReachApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("v")
+        assert type(app.screen).__name__ == "ChartsScreen"
+        app.reload(force=True)
+        app.post_message(ModelState("fake ready", 8))
+        app.post_message(AuditEvent(run_id, 3, 10, "sample 3/10"))
+        app.post_message(LiveDone(dict(qid="syn-00000", gold="1", intervention="silence MLP 1", text=" 1 #### 1",
+                                        answer="1", correct=True, route="0-7", silenced="1", new_tokens=5,
+                                        seconds=0.01, default_text=None, default_answer=None,
+                                        default_correct=None)))
+        app.post_message(ApplyProgress(dict(exploration_id=9, name="x", target="failure:sample", done=1, total=2,
+                                            repaired=1, failure_n=1, broken=0, realized_n=1, status="running")))
+        await settle(app, pilot, 0.1)
+        await pilot.press("escape", "question_mark")
+        app.post_message(AuditEvent(run_id, None, None, "finished", finished=True))
+        await settle(app, pilot, 0.1)
+        assert app.is_running
+        await pilot.press("escape")
+        assert "exploration #9" in str(app.query_one("#live").render())

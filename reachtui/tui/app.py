@@ -26,6 +26,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Footer, Input, Static
+from textual.css.query import NoMatches
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from reachtui.errors import ReachError
@@ -193,11 +194,17 @@ class ReachApp(App[None]):
         yield Footer()
 
     @property
+    def main(self):
+        """The main screen (the bottom of the stack): its widgets are there even while charts, help or
+        a modal is on top, which `App.query_one` (the active screen) would not find."""
+        return self.screen_stack[0]
+
+    @property
     def table(self) -> QuestionTable:
-        return self.query_one(QuestionTable)
+        return self.main.query_one(QuestionTable)
 
     def on_mount(self) -> None:
-        self.query_one("#search", Input).display = False
+        self.main.query_one("#search", Input).display = False
         self.table.focus()
         if self.store_path.is_file():
             self._open_data()
@@ -288,7 +295,8 @@ class ReachApp(App[None]):
 
     def _deferred_reload(self) -> None:
         self._reload_pending = False
-        self.reload(force=True)
+        if self.is_running:
+            self.reload(force=True)
 
     @on(RowsLoaded)
     def _rows_loaded(self, msg: RowsLoaded) -> None:
@@ -303,12 +311,12 @@ class ReachApp(App[None]):
         if frozen.keys() != self.frozen.keys():
             self._members.clear()
         self.frozen = frozen
-        self.query_one("#table-header", Static).update(header_text(run.probes))
+        self.main.query_one("#table-header", Static).update(header_text(run.probes))
         if self.intervention is None or new_run:
             n = run.num_layers or (self.runner.num_layers if self.runner is not None else None)
             if n:
                 self.intervention = Intervention.identity(n)
-                self.query_one(LayerStrip).intervention = self.intervention
+                self.main.query_one(LayerStrip).intervention = self.intervention
         if (self.filter.kind == "failure" and self.filter.probe not in run.probes) or (
                 new_run and self.filter.kind == "changed"):
             self.filter = Filter(search=self.filter.search)
@@ -347,7 +355,7 @@ class ReachApp(App[None]):
 
     def _refresh_chrome(self) -> None:
         run = self.run_info
-        self.query_one(RunHeader).show(run, self.counters, self.model_status)
+        self.main.query_one(RunHeader).show(run, self.counters, self.model_status)
         shown = len(self.table.rows)
         total = len(self.all_rows)
         label = self.filter.label()
@@ -360,7 +368,7 @@ class ReachApp(App[None]):
             status += "  (escape clears the search)"
         if self.last_export is not None:
             status += f"  │ exported → {self.last_export}"
-        self.query_one("#status", Static).update(status)
+        self.main.query_one("#status", Static).update(status)
 
     def set_filter(self, kind: str, probe: str | None = None) -> None:
         self.filter = Filter(kind, probe, self.filter.search)
@@ -382,7 +390,7 @@ class ReachApp(App[None]):
         self.set_filter("failure", nxt)
 
     def action_search(self) -> None:
-        box = self.query_one("#search", Input)
+        box = self.main.query_one("#search", Input)
         box.display = True
         box.focus()
 
@@ -401,7 +409,7 @@ class ReachApp(App[None]):
         self._apply_view()
 
     def action_clear_search(self) -> None:
-        box = self.query_one("#search", Input)
+        box = self.main.query_one("#search", Input)
         box.value = ""
         box.display = False
         if self._found is not None:
@@ -420,7 +428,10 @@ class ReachApp(App[None]):
 
     def _show_detail(self) -> None:
         self._detail_timer = None
-        detail = self.query_one(DetailPane)
+        try:
+            detail = self.screen_stack[0].query_one(DetailPane)
+        except (NoMatches, IndexError):  # the timer fired while the app was closing
+            return
         row = self.current_row()
         if row is None or self.data is None or self.run_info is None:
             detail.show(None, None, [])
@@ -437,7 +448,7 @@ class ReachApp(App[None]):
 
     def _set_intervention(self, iv: Intervention) -> None:
         self.intervention = iv
-        strip = self.query_one(LayerStrip)
+        strip = self.main.query_one(LayerStrip)
         strip.intervention = iv
         strip.refresh()
 
@@ -450,13 +461,13 @@ class ReachApp(App[None]):
 
     def action_layer_move(self, step: int) -> None:
         if self._need_layers():
-            strip = self.query_one(LayerStrip)
+            strip = self.main.query_one(LayerStrip)
             strip.position = strip.position + step
 
     def edit_layer(self, op: str, layer: int | None = None) -> None:
         if not self._need_layers():
             return
-        strip = self.query_one(LayerStrip)
+        strip = self.main.query_one(LayerStrip)
         if layer is None:
             layer = strip.position
         else:
@@ -547,7 +558,7 @@ class ReachApp(App[None]):
         question = self.data.question(row.key)
         default = self.data.default_attempt(self.run_info.id, row.key)
         what = iv.describe() if iv else "default"
-        self.query_one(LivePane).busy(f"running {row.qid} under {what} … (waits for the model between audit "
+        self.main.query_one(LivePane).busy(f"running {row.qid} under {what} … (waits for the model between audit "
                                       f"batches)")
         self._live_worker(self.run_info, question, default, iv)
 
@@ -569,7 +580,7 @@ class ReachApp(App[None]):
     @on(LiveDone)
     def _live_done(self, msg: LiveDone) -> None:
         self.last_live = msg.result
-        self.query_one(LivePane).result(msg.result)
+        self.main.query_one(LivePane).result(msg.result)
 
     # ---- apply to a set ---------------------------------------------------------------------------
 
@@ -695,7 +706,7 @@ class ReachApp(App[None]):
     @on(ApplyProgress)
     def _apply_progress(self, msg: ApplyProgress) -> None:
         self.last_apply = msg.info
-        self.query_one(LivePane).applied(msg.info)
+        self.main.query_one(LivePane).applied(msg.info)
         if msg.info["status"] == "complete":
             self.last_exploration = msg.info["exploration_id"]
             self.notify(f"{msg.info['name']}: repaired {msg.info['repaired']}/{msg.info['failure_n']}, "
@@ -748,7 +759,7 @@ class ReachApp(App[None]):
                     total=e["n"], repaired=e["repaired"], failure_n=failure_n, broken=e["broken"],
                     realized_n=len(self.data.store.realized_ids(self.run_info.id)), status=e["status"])
         self.last_apply = info
-        self.query_one(LivePane).applied(info)
+        self.main.query_one(LivePane).applied(info)
         self.show_changed(e["id"])
 
     def show_changed(self, exploration_id: int) -> None:
@@ -765,7 +776,7 @@ class ReachApp(App[None]):
 
     def _start_audit(self) -> None:
         self._audit_running = True
-        self.query_one(RunHeader).progress(0, None, "loading the model …")
+        self.main.query_one(RunHeader).progress(0, None, "loading the model …")
         self._audit_worker()
 
     @work(thread=True, exclusive=True, group="audit", exit_on_error=False, name="audit")
@@ -788,17 +799,17 @@ class ReachApp(App[None]):
         if self.run_info is None or self.run_info.id != self._audit_run_id:
             if msg.finished:
                 self._audit_running = False
-                self.query_one(RunHeader).progress(None, None)
+                self.main.query_one(RunHeader).progress(None, None)
                 self.notify(f"the audit (run {msg.run_id}) finished", title="audit")
             return
         if msg.finished:
             self._audit_running = False
-            self.query_one(RunHeader).progress(None, None)
+            self.main.query_one(RunHeader).progress(None, None)
             self.reload(force=True)
             self.notify("audit finished", title="audit")
             return
         if msg.done is not None:
-            self.query_one(RunHeader).progress(msg.done, msg.total, msg.text)
+            self.main.query_one(RunHeader).progress(msg.done, msg.total, msg.text)
         self.reload()
 
     # ---- charts, help, export ---------------------------------------------------------------------
@@ -902,10 +913,10 @@ class ReachApp(App[None]):
                         severity="error", timeout=10)
             if worker.group == "audit":
                 self._audit_running = False
-                self.query_one(RunHeader).progress(None, None)
+                self.main.query_one(RunHeader).progress(None, None)
                 self.reload(force=True)
             if worker.group == "live":
-                self.query_one(LivePane).clear(f"live run failed: {text.splitlines()[0] if text else ''}")
+                self.main.query_one(LivePane).clear(f"live run failed: {text.splitlines()[0] if text else ''}")
 
     async def action_quit(self) -> None:
         self._audit_cancel.set()
