@@ -948,11 +948,15 @@ def live_generate(runner, protocol, question: dict[str, Any], iv: Intervention) 
                         top_p=protocol.top_p, stop=tuple(protocol.stop))
     prompt = protocol.render_prompt(question["question"], runner.tokenizer)
     route = runner.check_route(iv.route())
-    t0 = time.perf_counter()
-    gen = runner.generate([prompt], route=route, silenced=iv.silenced, decoding=decoding, seeds=[protocol.seed])[0]
-    seconds = time.perf_counter() - t0
+    asked = time.perf_counter()
+    with runner.lock:  # reentrant: generate() takes it again; held here to time the run apart from the wait
+        t0 = time.perf_counter()
+        gen = runner.generate([prompt], route=route, silenced=iv.silenced, decoding=decoding,
+                              seeds=[protocol.seed])[0]
+        seconds = time.perf_counter() - t0
     g = grade(gen.text, question["gold"], protocol.answer_format)
     return dict(prompt=prompt, gold=question["gold"], intervention=iv.describe(), text=gen.text, answer=g.answer,
                 correct=g.correct, rule=g.rule, route=format_route(route), silenced=format_silenced(iv.silenced),
                 new_tokens=gen.new_tokens, layers_executed=gen.layers_executed, seconds=seconds,
+                waited=t0 - asked,
                 default_text=None, default_answer=None, default_correct=None)

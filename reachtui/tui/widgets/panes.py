@@ -202,8 +202,10 @@ class LivePane(Static):
         t.append_text(mark(r["correct"]))
         t.append(f" {r['answer'] if r['answer'] is not None else '∅':<8}", style="bold")
         t.append(f" {r['text'].strip()}\n")
+        waited = r.get("waited") or 0.0
+        wait = f" (after {waited:.1f} s waiting for the audit's batch)" if waited >= 0.05 else ""
         t.append(f"  route {r['route']} · silenced {r['silenced'] or 'none'} · {r['new_tokens']} new tokens"
-                 f" · {r['seconds']:.2f} s · gold {r['gold']}\n", style="dim")
+                 f" · {r['seconds']:.2f} s{wait} · gold {r['gold']}\n", style="dim")
         if r.get("default_text") is not None:
             t.append("  diff    ", style="dim")
             if same_text(r["default_text"], r["text"]):
