@@ -23,7 +23,7 @@ MODEL_DIR = DEMO_MODEL_DIR if MODEL == "demo" else Path(MODEL)
 pytestmark = pytest.mark.skipif(not (MODEL_DIR / "config.json").is_file(), reason="no demo model in assets/")
 
 SIZE = (150, 42)
-LIMIT = 32
+LIMIT = 24
 BUDGET = 2
 
 
