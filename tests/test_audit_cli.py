@@ -182,3 +182,17 @@ def test_sigkill_at_random_moments_then_rerun_equals_uninterrupted(tmp_path):
             "a.question_id AND r.probe = 'realized' AND r.correct = 0 WHERE a.probe = ? GROUP BY a.question_id "
             "HAVING max(a.correct) = 1)", probe)
     st.close()
+
+
+def test_closing_note_puts_chance_control_beside_reachable(fake_store):
+    from reachtui.commands.audit import honesty_text
+    from reachtui.tables import summary_rows
+
+    tmp, run_id = fake_store
+    with Store(tmp / "s.sqlite") as store:
+        lines = honesty_text(store, run_id)
+        row = next(r for r in summary_rows(store, run_id, intervals=True) if r["probe"] == "sample")
+    sample = next(line for line in lines if line.startswith("sample K=2:"))
+    assert f"reachable {100 * row['reachable']:.1f} [" in sample
+    assert f"control {100 * row['control']:.1f} [" in sample
+    assert "excess" in sample and ("beats chance" in sample or "not above chance" in sample)

@@ -42,6 +42,14 @@ def _ratio(x) -> str:
     return f"{x:.2f}"
 
 
+def honesty_text(store, run_id: int) -> list[str]:
+    """Per probe: reachable, chance control and excess with 95% intervals (issue 8), under the table."""
+    from reachtui.tables import SUMMARY_NOTE, summary_lines, summary_rows
+
+    lines = summary_lines(summary_rows(store, run_id, intervals=True))
+    return ["", "reachable beside chance (95% intervals):", *lines, SUMMARY_NOTE] if lines else []
+
+
 def summary_table(store, run_id: int):
     """A rich Table of `reachtui.summary.summarize` (the closing table of `audit`)."""
     from rich.table import Table
@@ -260,7 +268,7 @@ def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, 
 
     table, rows = summary_table(store, result.run_id)
     out.print(table)
-    for line in curves_text(rows) + mlp_text(store, result.run_id):
+    for line in curves_text(rows) + mlp_text(store, result.run_id) + honesty_text(store, result.run_id):
         out.print(line)
     verb = "resumed and " if result.resumed else ""
     out.print(f"run {result.run_id}: {verb}{result.status} in {wall:.1f}s ({result.generated} attempts generated "
