@@ -457,3 +457,32 @@ async def test_worker_messages_while_another_screen_is_on_top(stored):
         assert app.is_running
         await pilot.press("escape")
         assert "exploration #9" in str(app.query_one("#live").render())
+
+
+async def test_intervals_on_demand_in_the_header(stored):
+    """`i` shows reachable beside its chance control with 95% intervals (the numbers of the summary
+    export), `i` again hides it; the reach chart carries each probe's control@k curve."""
+    from textual.widgets import Static
+
+    from reachtui.tables import summary_lines, summary_rows
+    from reachtui.tui.screens.charts import chart_data
+    from reachtui.tui.widgets.panes import RunHeader
+
+    path, run_id = stored
+    with Store(path, readonly=True) as store:
+        expected = summary_lines(summary_rows(store, run_id, intervals=True), short=True)
+        rows = {r["probe"]: r for r in summary_rows(store, run_id, intervals=True)}
+    assert expected
+    app = ReachApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        header = app.main.query_one(RunHeader)
+        await pilot.press("i")
+        await until(pilot, lambda: "95% CI" in str(header.query_one("#run-intervals", Static).render()))
+        shown = str(header.query_one("#run-intervals", Static).render())
+        for line in expected:
+            assert line in shown
+        await pilot.press("i")
+        assert not header.intervals_shown
+        cd = chart_data(app.data, app.run_info)
+        for probe in cd.curves:
+            assert cd.controls[probe] == list(rows[probe]["control_at_k"])

@@ -133,6 +133,8 @@ class ReachApp(App[None]):
         Binding("c", "cancel_work", "Cancel", show=False, id="live.cancel",
                 tooltip="Cancel a running apply"),
         Binding("v", "charts", "Charts", id="view.charts", tooltip="MLP scan, reachable@k, pass@k"),
+        Binding("i", "intervals", "Intervals", show=False, id="view.intervals",
+                tooltip="Show/hide reachable beside its chance control, with 95% intervals, in the header"),
         Binding("E", "export('questions', 'csv')", "Export", id="export.csv",
                 tooltip="Write the table as filtered now to a CSV file"),
         Binding("tab", "focus_next", "Focus", show=False, id="app.focus_next",
@@ -279,6 +281,28 @@ class ReachApp(App[None]):
             data.close()
         if not get_current_worker().is_cancelled:
             self.post_message(RowsLoaded(run, rows, frozen))
+
+    def action_intervals(self) -> None:
+        """Toggle the header's honesty line: per probe reachable, chance control and excess, 95% intervals."""
+        header = self.main.query_one(RunHeader)
+        if header.intervals_shown:
+            header.show_intervals(None)
+        elif self.run_info is None:
+            self.notify("no run is open", severity="warning")
+        else:
+            header.show_intervals("computing intervals (bootstrap over questions) …")
+            self._intervals_worker(self.run_info.id)
+
+    @work(thread=True, exclusive=True, group="intervals", exit_on_error=False, name="intervals")
+    def _intervals_worker(self, run_id: int) -> None:
+        from reachtui.store import Store
+        from reachtui.tables import summary_lines, summary_rows
+
+        with Store(self.store_path, readonly=True) as store:
+            lines = summary_lines(summary_rows(store, run_id, intervals=True), short=True)
+        text = "   │ ".join(lines) if lines else "no reachability probe in this run"
+        if not get_current_worker().is_cancelled:
+            self.call_from_thread(self.main.query_one(RunHeader).show_intervals, f"95% CI  {text}")
 
     def reload(self, force: bool = False) -> None:
         """Re-read the open run in a worker, at most every RELOAD_EVERY_S unless forced."""

@@ -19,6 +19,7 @@ class ChartData:
     mlp: list[dict[str, Any]] = field(default_factory=list)  # mlp_scan rows of one set
     mlp_set: str | None = None
     curves: dict[str, list[float]] = field(default_factory=dict)  # probe -> reachable@k, k = 1..K
+    controls: dict[str, list[float]] = field(default_factory=dict)  # probe -> chance control@k, k = 1..K
     passk: list[float] = field(default_factory=list)  # sample pass@k, k = 1..K
     realized: float | None = None  # realized fraction
 
@@ -41,6 +42,12 @@ def chart_data(data, run) -> ChartData:
     counts = data.counts(run.id, "sample") if "sample" in run.probes else []
     if counts:
         out.passk = [v for v in pass_at_k_curve(counts) if not math.isnan(v)]
+    if out.curves:
+        from reachtui.tables import summary_rows
+
+        for row in summary_rows(data.store, run.id, intervals=True, bootstrap=0):  # control@k, no CIs
+            if row["probe"] in out.curves and row.get("control_at_k"):
+                out.controls[row["probe"]] = list(row["control_at_k"])
     realized = data.store.realized_ids(run.id)
     if run.n_questions:
         out.realized = len(realized) / run.n_questions
@@ -90,9 +97,13 @@ class ReachChart(PlotextPlot):
             kmax = max(kmax, len(curve))
             plt.plot(ks, [100 * v for v in curve], label=f"{probe} reachable@k", marker="braille",
                      color=colors.get(probe, "white"))
+            control = cd.controls.get(probe)
+            if control:
+                plt.plot(list(range(1, len(control) + 1)), [100 * v for v in control],
+                         label=f"{probe} chance control@k", marker="dot", color=colors.get(probe, "white"))
         if cd.realized is not None:
             plt.plot([1, kmax], [100 * cd.realized] * 2, label="realized", color="green")
-        plt.title("reachable@k: share of questions with a correct attempt among the first k (matched budget)")
+        plt.title("reachable@k (braille) vs its chance control@k (dots): a probe beats luck where they part")
         plt.xlabel("k (attempts)")
         plt.ylabel("%")
         plt.ylim(0, 100)

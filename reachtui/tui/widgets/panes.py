@@ -30,12 +30,15 @@ class RunHeader(Vertical):
     RunHeader #run-title { text-style: bold; }
     RunHeader #progress-row { display: none; height: 1; }
     RunHeader.running #progress-row { display: block; }
+    RunHeader #run-intervals { display: none; color: $text-muted; }
+    RunHeader.intervals #run-intervals { display: block; }
     RunHeader #progress-label { width: auto; margin-left: 2; color: $text-muted; }
     """
 
     def compose(self) -> ComposeResult:
         yield Static("reachtui", id="run-title")
         yield Static("", id="run-counters")
+        yield Static("", id="run-intervals")
         with Horizontal(id="progress-row"):
             yield ProgressBar(total=None, show_eta=False, id="progress")
             yield Static("", id="progress-label")
@@ -58,6 +61,15 @@ class RunHeader(Vertical):
         title.append(model_status, style="italic")
         self.query_one("#run-title", Static).update(title)
         self.query_one("#run-counters", Static).update(counter_text(run, counters))
+
+    @property
+    def intervals_shown(self) -> bool:
+        return self.has_class("intervals")
+
+    def show_intervals(self, text: str | None) -> None:
+        """Show `text` (reachable / control / excess with intervals) under the counters; None hides it."""
+        self.set_class(text is not None, "intervals")
+        self.query_one("#run-intervals", Static).update(text or "")
 
     def progress(self, done: int | None, total: int | None, label: str = "") -> None:
         """Show the audit's progress (done/total attempts of the current phase); None hides the bar."""
