@@ -127,7 +127,7 @@ def test_sigkill_at_random_moments_then_rerun_equals_uninterrupted(tmp_path):
     task = write_task(tmp_path / "t.jsonl", 6)
     common = ["-m", "reachtui", "audit", str(model), "--task", str(task), "--probes", "realized,sample,routes,mcts",
               "--budget", "3", "--max-new-tokens", "12", "--batch-size", "4", "--mlp-scan", "sample",
-              "--device", "cpu"]
+              "--device", "cpu", "--threads", "1"]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     ref = tmp_path / "ref.sqlite"
     subprocess.run([sys.executable, *common, "--store", str(ref)], check=True, capture_output=True, cwd=ROOT, env=env)
