@@ -78,7 +78,7 @@ def test_training_stream_would_otherwise_overlap_the_task_distribution():
 def demo_model():
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)   # a busy 2-core machine runs two torch threads far slower than one
     tok = transformers.AutoTokenizer.from_pretrained(DEMO_MODEL_DIR, local_files_only=True)
     model = transformers.AutoModelForCausalLM.from_pretrained(DEMO_MODEL_DIR, local_files_only=True).eval()
     return model, tok
