@@ -499,3 +499,21 @@ def test_batched_equals_one_at_a_time_on_demo_model():
     routed = r.generate(prompts[:3], route=route, decoding=dec)
     routed_single = [r.generate([p], route=route, decoding=dec)[0] for p in prompts[:3]]
     assert [g.token_ids for g in routed] == [g.token_ids for g in routed_single]
+
+
+def test_a_rendered_chat_prompt_gets_no_second_bos():
+    """Chat templates write the BOS themselves; the runner must not add another one."""
+    from reachtui.model.run import Runner
+
+    class Tok:
+        bos_token = "<s>"
+
+        def __call__(self, text, add_special_tokens=True):
+            ids = [ord(c) for c in text]
+            return {"input_ids": ([1] if add_special_tokens else []) + ids}
+
+    runner = Runner.__new__(Runner)
+    runner.tokenizer = Tok()
+    assert Runner.encode(runner, "hi") == [1, ord("h"), ord("i")]
+    assert Runner.encode(runner, "<s>hi")[0] == ord("<")  # the template's own BOS, no extra 1 in front
+    assert 1 not in Runner.encode(runner, "<s>hi")

@@ -102,8 +102,12 @@ class Runner:
     # ------------------------------------------------------------------ public
 
     def encode(self, prompt: str) -> list[int]:
-        """The prompt's token ids, with the tokenizer's defaults (as `tokenizer(prompt)` gives them)."""
-        return list(self.tokenizer(prompt)["input_ids"])
+        """The prompt's token ids, with the tokenizer's defaults (as `tokenizer(prompt)` gives them) —
+        except that a prompt already starting with the BOS token (a rendered chat template) gets no
+        second one."""
+        bos = getattr(self.tokenizer, "bos_token", None)
+        already = bool(bos) and prompt.startswith(bos)
+        return list(self.tokenizer(prompt, add_special_tokens=not already)["input_ids"])
 
     def check_route(self, route) -> Route:
         if route is None:
