@@ -208,6 +208,7 @@ def train(out: Path, *, steps: int, batch_size: int, lr: float, warmup: int, min
     model.eval()
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)
+    tokenizer._tokenizer.no_padding()   # evaluation's padded calls must not leak into tokenizer.json
     tokenizer.save_pretrained(out)
     info = dict(steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, min_lr_frac=min_lr_frac,
                 weight_decay=weight_decay, seed=seed, threads=threads, layers=layers, hidden=hidden,
