@@ -22,11 +22,15 @@ Order of work (each phase is a deterministic plan of attempts):
 4. Optional MLP scan: for every layer L, default decoding with MLP L silenced (probe `mlp:<L>`) on the
    chosen failure set F and on the realized set R; per layer repaired/|F| and broken/|R| in `mlp_scan`.
 
-Batches: a phase's attempts are grouped by intervention (route, silenced, decoding) in plan order and cut
-into fixed chunks of `batch_size` in plan order; each chunk is one `Runner.generate` call and one store
-transaction (`insert_attempts`): an attempt is a row before it counts. A resumed run rebuilds the same
-plan, skips the keys already stored (`done_keys`) and so regenerates exactly the chunks that were lost
-(the same chunks, so even greedy rows see the same batch companions - keep the same --batch-size).
+Jobs: a phase's plan is a list of jobs, each one runner call and one store transaction per intervention
+(`insert_attempts`): an attempt is a row before it counts. Questions are taken in order of prompt length
+(a batch then carries little padding). realized, sample, per-question routes: chunks of `batch_size`
+attempts of one intervention (route, silenced, decoding) in plan order. Shared-pool routes and
+the MLP scan: chunks of `batch_size` questions, each with every route (every silenced layer), so the runner
+prefills the chunk's prompts once for all of them (`Runner.generate_many`, bit-identical to one call per
+intervention). A resumed run rebuilds the same plan, skips the keys already stored (`done_keys`) and so
+regenerates exactly the attempts that were lost, in the same batches (so even greedy rows see the same
+batch companions - keep the same --batch-size).
 MCTS resume replays each question's stored attempts through its search (a pure function of its seed and
 the rewards it observed) before proposing anything new.
 
@@ -127,6 +131,21 @@ def group_in_order(items: Iterable[Work]) -> list[list[Work]]:
     return list(groups.values())
 
 
+def jobs_by_intervention(items: Sequence[Work], size: int) -> list[list[Work]]:
+    """One job per chunk of `size` items of one intervention (groups in order of first appearance)."""
+    return [list(chunk) for group in group_in_order(items) for chunk in chunks(group, size)]
+
+
+def jobs_by_questions(positions: Sequence[int], size: int, make: Callable[[int], list[Work]]) -> list[list[Work]]:
+    """One job per chunk of `size` questions, holding every intervention of `make(pos)` for them: the
+    runner prefills the chunk's prompts once for all the interventions (`Runner.generate_many`)."""
+    jobs = []
+    for chunk in chunks(positions, size):
+        per_pos = [make(pos) for pos in chunk]
+        jobs.append([w for k in range(len(per_pos[0]) if per_pos else 0) for w in (ws[k] for ws in per_pos)])
+    return jobs
+
+
 def mcts_reward(probe: str, correct: Any, mean_logprob: Any) -> float:
     if probe == "mcts":
         return 1.0 if correct else 0.0
@@ -165,8 +184,9 @@ def check_given_run(store, run_id: int, *, task, protocol, limit: int | None = N
     phash = protocol.hash()
     if run["protocol_hash"] != phash:
         try:
-            diff = _protocol_diff(json.loads(run["protocol_json"]), protocol.to_dict())
-        except (ValueError, TypeError):
+            stored = type(protocol).from_dict(json.loads(run["protocol_json"])).to_dict()
+            diff = _protocol_diff(stored, protocol.to_dict())
+        except (ValueError, TypeError, ReachError):
             diff = []
         detail = f" (differs in: {', '.join(diff)})" if diff else ""
         raise ReachError(f"run {run_id} was made with protocol {run['protocol_hash']}, this command gives "
@@ -240,6 +260,8 @@ class Audit:
         self.fmt = self.protocol.answer_format
         tokenizer = getattr(runner, "tokenizer", None)
         self.prompts = [self.protocol.render_prompt(q["question"], tokenizer) for q in self.questions]
+        # questions in order of prompt length: a batch holds prompts of similar length, so little padding
+        self.by_length = sorted(range(len(self.prompts)), key=lambda i: (len(self.prompts[i]), i))
         self.generated = 0
         self._t0 = time.monotonic()
         self._phase = ""
@@ -289,14 +311,21 @@ class Audit:
         """Generate, grade and store one chunk (one intervention); returns the stored rows."""
         self._check_cancel()
         first = todo[0]
-        route = None
-        if first.route is not None:
-            from reachtui.model.routes import Route
-            route = Route(first.route)
-        seeds = [w.seed if w.seed is not None else 0 for w in todo]
-        gens = self.runner.generate([self.prompts[w.pos] for w in todo], route=route, silenced=first.silenced,
-                                    decoding=self._decoding(first.temperature, first.top_p), seeds=seeds,
+        gens = self.runner.generate([self.prompts[w.pos] for w in todo], route=self._route(first.route),
+                                    silenced=first.silenced, decoding=self._decoding(first.temperature, first.top_p),
+                                    seeds=[w.seed if w.seed is not None else 0 for w in todo],
                                     batch_size=len(todo))
+        return self._store(todo, gens)
+
+    @staticmethod
+    def _route(layers):
+        if layers is None:
+            return None
+        from reachtui.model.routes import Route
+        return Route(layers)
+
+    def _store(self, todo: Sequence[Work], gens) -> list[dict]:
+        """Grade `gens` (one per work item) and store them in one transaction; returns the rows."""
         rows = []
         for w, g in zip(todo, gens):
             q = self.questions[w.pos]
@@ -312,46 +341,72 @@ class Audit:
         self.generated += len(rows)
         return rows
 
-    def _execute(self, items: list[Work], *, count_like: str | None = None) -> None:
-        """Run a phase's plan: fixed chunks per intervention group, skipping stored keys."""
+    def _run_job(self, todo: list[Work], on_rows: Callable[[list[dict]], None]) -> None:
+        """Generate a job's missing attempts. Interventions over the same questions with the same decoding go
+        to the runner in one `generate_many` call; each intervention's rows are stored (and reported) as
+        soon as it is finished, so a kill loses at most the intervention in flight."""
+        groups = group_in_order(todo)
+        positions = [w.pos for w in groups[0]]
+        decodings = {(g[0].temperature, g[0].top_p) for g in groups}
+        if len(groups) == 1 or len(decodings) > 1 or any([w.pos for w in g] != positions for g in groups):
+            for group in groups:
+                on_rows(self._generate_chunk(group))
+            return
+        self._check_cancel()
+        first = groups[0][0]
+
+        def done(i: int, gens) -> None:
+            on_rows(self._store(groups[i], gens))
+            self._check_cancel()
+
+        self.runner.generate_many(
+            [self.prompts[pos] for pos in positions],
+            [(self._route(g[0].route), g[0].silenced) for g in groups],
+            decoding=self._decoding(first.temperature, first.top_p),
+            seeds=[[w.seed if w.seed is not None else 0 for w in g] for g in groups],
+            batch_size=len(positions), on_done=done)
+
+    def _execute(self, jobs: list[list[Work]], *, count_like: str | None = None) -> None:
+        """Run a phase's plan, job by job, skipping stored keys."""
+        items = [w for job in jobs for w in job]
         probes = {it.probe for it in items}
         done = set()
         for p in probes:
             done |= self.store.done_keys(self.run_id, p)
         qid = lambda it: self.questions[it.pos]["question_id"]  # noqa: E731
         key = lambda it: (qid(it), it.probe, it.attempt)  # noqa: E731
-        total = len(items)
-        n_done = sum(1 for it in items if key(it) in done)
-        correct = 0
-        if n_done:
+        state = {"done": sum(1 for it in items if key(it) in done), "generated": 0, "correct": 0}
+        if state["done"]:
             if count_like is not None:
-                correct = self._counts(like=count_like)[1]
+                state["correct"] = self._counts(like=count_like)[1]
             else:
-                correct = sum(self._counts(p)[1] for p in probes)
-        generated = 0
-        self._emit(done=n_done, total=total, correct=correct)
-        for group in group_in_order(items):
-            for chunk in chunks(group, self.batch_size):
-                todo = [it for it in chunk if key(it) not in done]
-                if not todo:
-                    continue
-                rows = self._generate_chunk(todo)
-                n_done += len(rows)
-                generated += len(rows)
-                correct += sum(1 for r in rows if r["correct"])
-                self._emit(done=n_done, total=total, generated=generated, correct=correct,
-                           question_ids=tuple(dict.fromkeys(r["question_id"] for r in rows)))
+                state["correct"] = sum(self._counts(p)[1] for p in probes)
+        total = len(items)
+        self._emit(done=state["done"], total=total, correct=state["correct"])
+
+        def on_rows(rows: list[dict]) -> None:
+            state["done"] += len(rows)
+            state["generated"] += len(rows)
+            state["correct"] += sum(1 for r in rows if r["correct"])
+            self._emit(done=state["done"], total=total, generated=state["generated"], correct=state["correct"],
+                       question_ids=tuple(dict.fromkeys(r["question_id"] for r in rows)))
+
+        for job in jobs:
+            todo = [it for it in job if key(it) not in done]
+            if todo:
+                self._run_job(todo, on_rows)
 
     # -- phases ----------------------------------------------------------------------------------------
-    def _plan_realized(self) -> list[Work]:
+    def _plan_realized(self) -> list[list[Work]]:
         t, p = self.protocol.temperature, self.protocol.top_p
-        return [Work(i, "realized", 0, None, frozenset(), t, p, self._seed("realized", i, 0, t))
-                for i in range(len(self.questions))]
+        return jobs_by_intervention([Work(i, "realized", 0, None, frozenset(), t, p, self._seed("realized", i, 0, t))
+                                     for i in self.by_length], self.batch_size)
 
-    def _plan_sample(self, spec) -> list[Work]:
+    def _plan_sample(self, spec) -> list[list[Work]]:
         t, p = spec.temperature, spec.top_p
-        return [Work(i, "sample", j, None, frozenset(), t, p, self._seed("sample", i, j, t))
-                for i in range(len(self.questions)) for j in range(spec.budget)]
+        return jobs_by_intervention([Work(i, "sample", j, None, frozenset(), t, p, self._seed("sample", i, j, t))
+                                     for i in self.by_length for j in range(spec.budget)],
+                                    self.batch_size)
 
     def route_pool(self, spec, pos: int | None = None) -> list[tuple[int, ...]]:
         """The routes probe's routes: the shared pool, or question `pos`'s own in per_question mode."""
@@ -361,18 +416,19 @@ class Audit:
             seed = derive_seed(self.protocol.seed, "routes", self.questions[pos]["idx"])
         return [tuple(r.layers) for r in sample_routes(self.L, spec.budget, seed, self.protocol.route_sampler)]
 
-    def _plan_routes(self, spec) -> list[Work]:
+    def _plan_routes(self, spec) -> list[list[Work]]:
         t, p = spec.temperature, spec.top_p
         n = len(self.questions)
         if self.protocol.routes_mode == "shared":
             pool = self.route_pool(spec)
-            return [Work(i, "routes", j, route, frozenset(), t, p, self._seed("routes", i, j, t))
-                    for j, route in enumerate(pool) for i in range(n)]
+            return jobs_by_questions(self.by_length, self.batch_size, lambda i: [
+                Work(i, "routes", j, route, frozenset(), t, p, self._seed("routes", i, j, t))
+                for j, route in enumerate(pool)])
         items = []
         for i in range(n):
             for j, route in enumerate(self.route_pool(spec, i)):
                 items.append(Work(i, "routes", j, route, frozenset(), t, p, self._seed("routes", i, j, t)))
-        return items
+        return jobs_by_intervention(items, self.batch_size)
 
     def _run_mcts(self, spec) -> None:
         probe = spec.name
@@ -457,12 +513,11 @@ class Audit:
     def _mlp_scan(self, set_name: str, set_id: int) -> None:
         members = set(self.store.failure_set_members(set_id))
         realized = set(self.store.realized_ids(self.run_id))
-        scope = [pos for pos, q in enumerate(self.questions) if q["question_id"] in members | realized]
+        scope = [pos for pos in self.by_length if self.questions[pos]["question_id"] in members | realized]
         t, p = self.protocol.temperature, self.protocol.top_p
-        items = [Work(pos, f"mlp:{layer}", 0, None, frozenset({layer}), t, p,
-                      self._seed(f"mlp:{layer}", pos, 0, t))
-                 for layer in range(self.L) for pos in scope]
-        self._execute(items, count_like="mlp:%")
+        self._execute(jobs_by_questions(scope, self.batch_size, lambda pos: [
+            Work(pos, f"mlp:{layer}", 0, None, frozenset({layer}), t, p, self._seed(f"mlp:{layer}", pos, 0, t))
+            for layer in range(self.L)]), count_like="mlp:%")
         rows = []
         for layer in range(self.L):
             res = dict(self.store.conn.execute(

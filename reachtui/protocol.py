@@ -64,6 +64,11 @@ def _coerce(obj, prefix: str) -> None:
             raise ReachError(f"protocol: {name} must be true or false, not {value!r}")
 
 
+#: (table, field, value before the field existed): settings added after runs were first stored. At that
+#: value they are left out of the canonical JSON, so the hash of an older run's protocol does not change.
+LATER_FIELDS = (("mcts", "widening", 2.0),)
+
+
 @dataclass(frozen=True)
 class ProbeSpec:
     """One probe and its budget K. `temperature` defaults per probe: 1.0 for `sample`, 0.0 (greedy under
@@ -111,16 +116,19 @@ class RouteSamplerParams:
 
 @dataclass(frozen=True)
 class MctsParams:
-    """UCB = mean reward - lam * len/L + c * sqrt(ln N / n); a random child with probability p_random."""
+    """UCB = mean reward - lam * len/L + c * sqrt(ln N / n); a random child with probability p_random.
+    Progressive widening: a node visited N times holds at most 1 + floor(widening * sqrt(N)) children
+    (widening = 0: no limit, every untried action is expanded before the search descends)."""
 
     c: float = math.sqrt(2)
     lam: float = 5.0
     p_random: float = 0.1
+    widening: float = 2.0
 
     def __post_init__(self) -> None:
         _coerce(self, "mcts.")
-        if self.c < 0 or self.lam < 0:
-            raise ReachError("protocol: mcts.c and mcts.lam must be >= 0")
+        if self.c < 0 or self.lam < 0 or self.widening < 0:
+            raise ReachError("protocol: mcts.c, mcts.lam and mcts.widening must be >= 0")
         if not 0 <= self.p_random <= 1:
             raise ReachError(f"protocol: mcts.p_random must be in [0, 1], not {self.p_random}")
 
@@ -248,7 +256,14 @@ class Protocol:
         return cls(**d)
 
     def canonical_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        """`to_dict()` as sorted compact JSON, without the fields added after the first release while
+        they hold the value that release used (`LATER_FIELDS`): older runs keep their hashes."""
+        d = self.to_dict()
+        for table, name, old in LATER_FIELDS:
+            holder = d[table] if table else d
+            if holder.get(name) == old:
+                del holder[name]
+        return json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
     def hash(self) -> str:
         """12 hex chars identifying the outcome-relevant settings; equal hashes = comparable runs."""

@@ -71,6 +71,18 @@ class FakeRunner:
         return out
 
 
+    def generate_many(self, prompts, interventions, *, decoding=FakeDecoding(), seeds=None, batch_size=64,
+                      on_done=None):
+        out = []
+        for i, (route, silenced) in enumerate(interventions):
+            gens = self.generate(prompts, route=route, silenced=silenced, decoding=decoding,
+                                 seeds=None if seeds is None else seeds[i], batch_size=batch_size)
+            out.append(gens)
+            if on_done is not None:
+                on_done(i, gens)
+        return out
+
+
 def write_task(path: Path, n: int = 12) -> Path:
     with open(path, "w") as fh:
         for i in range(n):

@@ -114,6 +114,21 @@ def test_observe_must_match_pending():
 
 def test_max_children_widening():
     assert [max_children(n) for n in (0, 1, 4, 9, 16)] == [1, 3, 5, 7, 9]
+    assert [max_children(n, 1.0) for n in (0, 1, 4, 9, 16)] == [1, 2, 3, 4, 5]
+    assert max_children(100, 0.0) == float("inf")
+
+
+def test_widening_comes_from_the_protocol():
+    """widening = 0 (no limit): the search expands every root action before it refines any route, so with
+    a budget below the number of root actions every proposal is a root action."""
+    rules = RouteRules(8, SAMPLER)
+    roots = set(rules.root_actions())
+    plain = RouteSearch(8, 16, 3, mcts=SimpleNamespace(c=2 ** 0.5, lam=5.0, p_random=0.0, widening=0.0),
+                        sampler=SAMPLER, route_factory=tuple)
+    assert len(roots) > 16 and set(run(plain, reward_fn(1))) <= roots
+    narrow = RouteSearch(8, 16, 3, mcts=SimpleNamespace(c=2 ** 0.5, lam=5.0, p_random=0.0, widening=2.0),
+                         sampler=SAMPLER, route_factory=tuple)
+    assert not set(run(narrow, reward_fn(1))) <= roots      # the default widening refines deeper routes
 
 
 def test_larger_model_budget():

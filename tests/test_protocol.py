@@ -62,6 +62,7 @@ def test_hash_is_stable():
         dict(route_sampler=RouteSamplerParams(max_actions=2, keep_last=False)),
         dict(mcts=MctsParams(lam=3.0, c=1.0)),
         dict(mcts=MctsParams(lam=3.0, p_random=0.2)),
+        dict(mcts=MctsParams(lam=3.0, widening=0.0)),
         dict(seed=1235),
         dict(chat=True),
         dict(control=ControlParams(seed=1)),
@@ -70,6 +71,14 @@ def test_hash_is_stable():
 )
 def test_hash_changes_with_every_outcome_field(change):
     assert replace(FIXED, **change).hash() != FIXED.hash()
+
+
+def test_hashes_of_runs_stored_before_a_setting_existed_do_not_change():
+    """mcts.widening came later; at the value the search used before (2.0) it stays out of the hash."""
+    assert Protocol().hash() == "22e6d13f2511"
+    assert Protocol(probes=(ProbeSpec("mcts", budget=16),)).hash() == "f573acac205f"
+    assert Protocol(mcts=MctsParams(widening=1.0)).hash() != "22e6d13f2511"
+    assert '"widening"' not in Protocol().canonical_json() and Protocol().to_dict()["mcts"]["widening"] == 2.0
 
 
 def test_equal_protocols_written_differently_hash_the_same():
@@ -88,7 +97,7 @@ def test_dict_round_trip_is_json_ready():
     d = FIXED.to_dict()
     assert Protocol.from_dict(json.loads(json.dumps(d))) == FIXED
     assert Protocol.from_dict({}) == Protocol()
-    assert d["mcts"] == {"c": math.sqrt(2), "lam": 3.0, "p_random": 0.1}
+    assert d["mcts"] == {"c": math.sqrt(2), "lam": 3.0, "p_random": 0.1, "widening": 2.0}
 
 
 def test_toml_round_trip(tmp_path):

@@ -17,6 +17,17 @@ How a route runs, exactly, with the model's own forward:
 * Everything is put back in `finally`: the original ModuleList object, the config attributes. The
   original modules are never mutated, and no hooks are installed.
 
+Shared prefill (`PrefillTap`): a route's first d positions that equal the identity's (route[p] = p, MLP p not
+silenced, a plain full-attention cache layer) compute exactly what the identity computes there. One
+recording pass over the identity keeps each position's output and keys/values; a route then *replays*
+positions < d (writes the recorded keys/values into its cache slot, returns the recorded output) and
+computes only the rest. Same inputs, same modules, same batch: bit-identical to computing them.
+
+Caches (`new_cache`): plain full-attention layers become `GrowingLayer`s, preallocated for the whole
+generation and written in place (no torch.cat per step); `window` gives a sub-batch's prefill a view
+onto the rows and columns of the decode batch's buffers, so prefills of different widths (each padded
+only to its own longest prompt) land left-padded in one batch without a copy.
+
 Version notes: transformers 5.24 calls the cache argument `cache` (`past_key_values` is deprecated);
 earlier 5.x call it `past_key_values`. `cache_argument()` picks whichever the forward accepts.
 """
@@ -30,6 +41,7 @@ from functools import lru_cache
 
 import torch
 import torch.nn as nn
+from transformers.cache_utils import DynamicLayer
 
 from reachtui.errors import ReachError
 from reachtui.model.layers import Architecture
@@ -89,16 +101,56 @@ def route_layers(arch: Architecture, route, silenced=frozenset()) -> nn.ModuleLi
     return nn.ModuleList(clones)
 
 
+class PrefillTap:
+    """Switchable behaviour of a route's positions during one prefill forward (see the module docstring).
+
+    mode None: compute as usual. "record": compute, and keep the output of positions < depth in
+    `outputs`. "replay": positions < depth write `kv[p]` into `cache` slot p and return `outputs[p]`
+    without computing."""
+
+    def __init__(self) -> None:
+        self.mode: str | None = None
+        self.depth = 0
+        self.outputs: list = []
+        self.kv: list = []
+        self.cache = None
+
+    def wrap(self, p: int, inner):
+        def forward(*args, **kwargs):
+            if self.mode == "replay" and p < self.depth:
+                keys, values = self.kv[p]
+                self.cache.layers[p].update(keys, values)
+                return self.outputs[p]
+            out = inner(*args, **kwargs)
+            if self.mode == "record" and p < self.depth:
+                self.outputs[p] = out
+            return out
+
+        return forward
+
+
+def identity_prefix(route, silenced=frozenset()) -> int:
+    """How many leading positions of (route, silenced) compute exactly what the identity computes there."""
+    d = 0
+    for p, layer in enumerate(route):
+        if layer != p or layer in silenced:
+            break
+        d += 1
+    return d
+
+
 @contextlib.contextmanager
-def installed(arch: Architecture, route=None, silenced=frozenset(), *, force: bool = False):
+def installed(arch: Architecture, route=None, silenced=frozenset(), *, force: bool = False,
+              tap: PrefillTap | None = None):
     """Install (route, silenced) in the model for the body of the `with`; restore everything after.
 
-    The identity route with nothing silenced leaves the model untouched (unless `force`, for tests).
+    The identity route with nothing silenced leaves the model untouched (unless `force`, for tests, or a
+    `tap`, whose wrappers go on every position).
     """
     n = arch.num_layers
     layers = tuple(range(n)) if route is None else tuple(route)
     silenced = frozenset(silenced)
-    if layers == tuple(range(n)) and not silenced and not force:
+    if layers == tuple(range(n)) and not silenced and not force and tap is None:
         yield
         return
     owner, attr, config = arch.layers_owner, arch.layers_attr, arch.config
@@ -107,6 +159,9 @@ def installed(arch: Architecture, route=None, silenced=frozenset(), *, force: bo
     saved_n = config.num_hidden_layers
     saved_types = config.__dict__.get("layer_types", _MISSING)
     new_layers = route_layers(arch, layers, silenced)
+    if tap is not None:
+        for p, block in enumerate(new_layers):
+            object.__setattr__(block, "forward", tap.wrap(p, block.forward))
     try:
         setattr(owner, attr, new_layers)
         config.num_hidden_layers = len(layers)
@@ -134,11 +189,120 @@ def cache_argument(model) -> str:
     return "past_key_values"
 
 
-def new_cache(arch: Architecture):
-    """A DynamicCache sized for what is installed now (call inside `installed`)."""
+class GrowingLayer(DynamicLayer):
+    """A full-attention cache layer with room for `capacity` positions, allocated once (for `batch` rows,
+    else the first write's) and written in place: a decoding step copies one position, not the whole
+    cache. The first write returns the states as computed, like DynamicLayer's."""
+
+    def __init__(self, capacity: int, batch: int | None = None):
+        super().__init__()
+        self.capacity = int(capacity)
+        self.batch = batch
+        self.n = 0
+
+    def lazy_initialization(self, key_states, value_states) -> None:
+        b = self.batch or key_states.shape[0]
+        k, v = key_states, value_states
+        # uninitialised: every position is written before it is read (windows zero their left padding)
+        self.kbuf = k.new_empty((b, k.shape[1], self.capacity, k.shape[-1]))
+        self.vbuf = v.new_empty((b, v.shape[1], self.capacity, v.shape[-1]))
+        self.device = k.device
+        self.is_initialized = True
+
+    def _views(self) -> None:
+        self.keys, self.values = self.kbuf[:, :, : self.n], self.vbuf[:, :, : self.n]
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        start, s = self.n, key_states.shape[-2]
+        if start + s > self.capacity:
+            raise RuntimeError(f"cache layer full ({self.capacity} positions)")
+        self.kbuf[:, :, start:start + s] = key_states
+        self.vbuf[:, :, start:start + s] = value_states
+        self.n = start + s
+        self._views()
+        if start == 0:
+            return key_states, value_states
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.n
+
+    def batch_select_indices(self, indices) -> None:
+        if self.is_initialized:   # only the written positions are copied
+            kbuf = self.kbuf.new_empty((len(indices), *self.kbuf.shape[1:]))
+            vbuf = self.vbuf.new_empty((len(indices), *self.vbuf.shape[1:]))
+            torch.index_select(self.kbuf[:, :, : self.n], 0, indices, out=kbuf[:, :, : self.n])
+            torch.index_select(self.vbuf[:, :, : self.n], 0, indices, out=vbuf[:, :, : self.n])
+            self.kbuf, self.vbuf = kbuf, vbuf
+            self._views()
+
+
+class WindowLayer(GrowingLayer):
+    """Rows `rows` and columns `start:` of a parent GrowingLayer's buffers, for one sub-batch's prefill."""
+
+    def __init__(self, parent: GrowingLayer, rows: slice, start: int):
+        super().__init__(parent.capacity - start)
+        self.parent, self.rows, self.start = parent, rows, start
+
+    def lazy_initialization(self, key_states, value_states) -> None:
+        if not self.parent.is_initialized:
+            self.parent.lazy_initialization(key_states, value_states)
+        self.parent.kbuf[self.rows, :, : self.start].zero_()    # left padding: masked, but never NaN
+        self.parent.vbuf[self.rows, :, : self.start].zero_()
+        self.kbuf = self.parent.kbuf[self.rows, :, self.start:]
+        self.vbuf = self.parent.vbuf[self.rows, :, self.start:]
+        self.device = key_states.device
+        self.is_initialized = True
+
+
+def new_cache(arch: Architecture, capacity: int | None = None, batch: int | None = None):
+    """A DynamicCache sized for what is installed now (call inside `installed`); with `capacity`, its
+    plain full-attention layers are GrowingLayers of that many positions (for `batch` rows)."""
     from transformers import DynamicCache
 
-    return DynamicCache(config=arch.config)
+    cache = DynamicCache(config=arch.config)
+    if capacity is not None:
+        cache.layers = [GrowingLayer(capacity, batch) if type(layer) is DynamicLayer else layer
+                        for layer in cache.layers]
+    return cache
+
+
+def plain_positions(cache) -> int:
+    """How many leading layers of `cache` are GrowingLayers (positions whose prefill can be replayed)."""
+    n = 0
+    for layer in cache.layers:
+        if not isinstance(layer, GrowingLayer):
+            break
+        n += 1
+    return n
+
+
+def all_growing(cache) -> bool:
+    return plain_positions(cache) == len(cache.layers)
+
+
+def window(cache, rows: slice, start: int):
+    """A cache for the sub-batch `rows` of `cache` (all GrowingLayers) whose positions start at column
+    `start`: what a prefill writes there lands in `cache`'s buffers. Close with `close_windows`."""
+    from transformers import DynamicCache
+
+    sub = DynamicCache()
+    sub.layers = [WindowLayer(layer, rows, start) for layer in cache.layers]
+    return sub
+
+
+def close_windows(cache, width: int) -> None:
+    """After the windows' prefills: `cache` holds `width` positions (left-padded rows)."""
+    for layer in cache.layers:
+        layer.n = width
+        layer._views()
+
+
+def recorded_kv(cache, depth: int) -> list:
+    """The keys/values of a recording pass's first `depth` positions."""
+    return [(layer.keys, layer.values) for layer in cache.layers[:depth]]
 
 
 def select_rows(cache, index) -> None:

@@ -82,7 +82,12 @@ def cut_at_stop(text: str, stops) -> tuple[str, bool]:
 
 
 class Runner:
-    """Runs generations on one loaded model; one owner at a time (`lock`)."""
+    """Runs generations on one loaded model; one owner at a time (`lock`).
+
+    `prefill_tokens`: the most (padded) prompt tokens one prefill forward takes; a decode batch's prompts
+    are prefilled in sub-batches of that size, sorted by length and each padded only to its own longest
+    prompt (a CPU runs small sub-batches much faster: they stay in cache). `share_bytes`: the memory a
+    decode batch may spend on a recorded identity prefill shared by several interventions."""
 
     def __init__(self, loaded):
         self.loaded = loaded
@@ -98,6 +103,14 @@ class Runner:
             pad = min(self.eos_ids) if self.eos_ids else 0
         self.pad_id = int(pad)
         self.batch_size_hint: int | None = None   # set when an out-of-memory error halved the batch
+        on_gpu = self.device.type != "cpu"
+        self.prefill_tokens = 32768 if on_gpu else 1536
+        self.share_bytes = (torch.cuda.get_device_properties(self.device).total_memory // 8 if on_gpu
+                            else 1 << 30)
+        with routing.installed(self.arch):
+            identity_cache = routing.new_cache(self.arch, capacity=1)
+        self.plain = routing.all_growing(identity_cache)          # every layer a full-attention cache layer
+        self.plain_prefix = routing.plain_positions(identity_cache)
 
     # ------------------------------------------------------------------ public
 
@@ -118,6 +131,13 @@ class Runner:
             return parse_route(route, self.num_layers, max_repeat=10**9)
         return validate_route(route, self.num_layers, max_repeat=10**9)
 
+    def _check_silenced(self, silenced) -> frozenset[int]:
+        silenced = frozenset(int(i) for i in silenced)
+        bad = sorted(i for i in silenced if not 0 <= i < self.num_layers)
+        if bad:
+            raise ReachError(f"silenced layer {bad[0]} is out of range (the model has {self.num_layers} layers)")
+        return silenced
+
     def generate(
         self,
         prompts: list[str],
@@ -128,51 +148,70 @@ class Runner:
         seeds: list[int] | None = None,
         batch_size: int = 64,
     ) -> list[Generation]:
-        route = self.check_route(route)
-        silenced = frozenset(silenced)
-        bad = sorted(i for i in silenced if not 0 <= i < self.num_layers)
-        if bad:
-            raise ReachError(f"silenced layer {bad[0]} is out of range (the model has {self.num_layers} layers)")
+        """Every prompt under one intervention (route, silenced MLPs)."""
+        return self.generate_many(prompts, [(route, silenced)], decoding=decoding,
+                                  seeds=None if seeds is None else [seeds], batch_size=batch_size)[0]
+
+    def generate_many(
+        self,
+        prompts: list[str],
+        interventions: list[tuple],
+        *,
+        decoding: Decoding = Decoding(),
+        seeds: list[list[int]] | None = None,
+        batch_size: int = 64,
+        on_done=None,
+    ) -> list[list[Generation]]:
+        """Every prompt under every intervention (route, silenced): result[i][j] is prompt j under
+        intervention i. Cheaper than one call per intervention: each batch's prompts are encoded and
+        prefilled once for the positions the interventions share with the identity (see routing.py),
+        and identical prompts share one prefill. `seeds[i][j]` seeds prompt j under intervention i.
+        `on_done(i, generations)` is called as soon as intervention i is finished for every prompt."""
+        plans = [(self.check_route(r), self._check_silenced(s)) for r, s in interventions]
         if decoding.max_new_tokens < 1:
             raise ReachError("max_new_tokens must be at least 1")
         if not 0.0 < decoding.top_p <= 1.0:
             raise ReachError(f"top_p must be in (0, 1], got {decoding.top_p}")
         if seeds is None:
-            seeds = [0] * len(prompts)
-        if len(seeds) != len(prompts):
-            raise ReachError(f"{len(seeds)} seeds for {len(prompts)} prompts")
-        if not prompts:
-            return []
+            seeds = [[0] * len(prompts) for _ in plans]
+        if len(seeds) != len(plans) or any(len(s) != len(prompts) for s in seeds):
+            raise ReachError(f"seeds do not match {len(plans)} intervention(s) x {len(prompts)} prompts")
+        if not prompts or not plans:
+            return [[] for _ in plans]
         with self.lock:
             encoded = [self.encode(p) for p in prompts]
             if any(len(e) == 0 for e in encoded):
                 raise ReachError("a prompt encodes to no tokens")
             order = sorted(range(len(prompts)), key=lambda i: len(encoded[i]))
-            results: list[Generation | None] = [None] * len(prompts)
+            results: list[list[Generation | None]] = [[None] * len(prompts) for _ in plans]
+            reported: set[int] = set()
             bs = max(1, int(batch_size))
             if self.batch_size_hint is not None:   # an earlier call ran out of memory at a larger size
                 bs = min(bs, self.batch_size_hint)
             start = 0
-            with routing.installed(self.arch, route.layers, silenced), torch.inference_mode():
-                while start < len(order):
-                    chunk = order[start : start + bs]
-                    try:
-                        gens = self._generate_batch(
-                            [encoded[i] for i in chunk], [int(seeds[i]) for i in chunk], decoding, len(route)
-                        )
-                    except Exception as exc:  # noqa: BLE001 - only OOM is handled here
-                        if not _is_oom(exc):
-                            raise
-                        if bs == 1:
-                            raise ReachError("out of memory even at batch size 1") from exc
-                        bs = max(1, bs // 2)
-                        self.batch_size_hint = bs
-                        if torch.cuda.is_available():
-                            torch.cuda.empty_cache()
-                        continue
-                    for i, g in zip(chunk, gens):
-                        results[i] = g
-                    start += len(chunk)
+            while start < len(order):
+                chunk = order[start: start + bs]
+                todo = [i for i in range(len(plans)) if any(results[i][j] is None for j in chunk)]
+                try:
+                    for i, gens in self._generate_batch([encoded[j] for j in chunk], [plans[i] for i in todo],
+                                                        [[int(seeds[i][j]) for j in chunk] for i in todo],
+                                                        decoding, ids_of=todo):
+                        for j, g in zip(chunk, gens):
+                            results[i][j] = g
+                        if on_done is not None and i not in reported and all(g is not None for g in results[i]):
+                            reported.add(i)
+                            on_done(i, results[i])
+                except Exception as exc:  # noqa: BLE001 - only OOM is handled here
+                    if not _is_oom(exc):
+                        raise
+                    if bs == 1:
+                        raise ReachError("out of memory even at batch size 1") from exc
+                    bs = max(1, bs // 2)
+                    self.batch_size_hint = bs
+                    if torch.cuda.is_available():
+                        torch.cuda.empty_cache()
+                    continue
+                start += len(chunk)
             return results  # type: ignore[return-value]
 
     def trace(
@@ -192,27 +231,116 @@ class Runner:
         record: list = []
         with self.lock:
             ids = self.encode(prompt)
-            with routing.installed(self.arch, route.layers, frozenset(silenced), force=force), \
-                    torch.inference_mode():
-                gen = self._generate_batch([ids], [seed], decoding, len(route), record=record)[0]
+            [(_, [gen])] = list(self._generate_batch([ids], [(route, frozenset(silenced))], [[seed]], decoding,
+                                                     record=record, force=force))
         return gen, torch.cat(record, dim=0)
 
     # ------------------------------------------------------------------ internals
 
-    def _generate_batch(self, ids: list[list[int]], seeds: list[int], dec: Decoding, route_len: int,
-                        record: list | None = None):
-        device = self.device
-        b = len(ids)
-        width = max(len(x) for x in ids)
+    def _generate_batch(self, ids: list[list[int]], plans: list[tuple], seeds: list[list[int]], dec: Decoding,
+                        *, ids_of: list[int] | None = None, record: list | None = None, force: bool = False):
+        """One decode batch (rows sorted by length) under each plan (route, silenced) in turn; yields
+        (plan id, generations). The prompts' unique token sequences are prefilled once per plan, in
+        sub-batches, from a shared identity prefill where the plan starts like the identity."""
+        ids_of = ids_of if ids_of is not None else list(range(len(plans)))
+        uniq: dict[tuple, int] = {}
+        row_of = [uniq.setdefault(tuple(x), len(uniq)) for x in ids]
+        unique = [list(x) for x in uniq]
+        width = max(len(x) for x in unique)
+        if self.plain:
+            groups, size, lo = [], 0, 0
+            for u, x in enumerate(unique):   # rows come sorted by length: a group's last row is its longest
+                if u > lo and (u + 1 - lo) * len(x) > self.prefill_tokens:
+                    groups.append(range(lo, u))
+                    lo = u
+            groups.append(range(lo, len(unique)))
+        else:
+            groups = [range(len(unique))]
+        inputs = [self._pad([unique[u] for u in g], width if not self.plain else None) for g in groups]
+
+        depths = [min(routing.identity_prefix(route.layers, silenced), self.plain_prefix) for route, silenced in plans]
+        share = max(depths) if len(plans) > 1 else 0
+        if share and sum(depths) > share:
+            per_layer = sum(len(g) for g in groups) * width * 3 * self._hidden_bytes()
+            share = min(share, int(self.share_bytes // max(per_layer, 1)))
+        else:
+            share = 0
+        tap = routing.PrefillTap()
+        records = self._record(groups, inputs, share, tap) if share else None
+
+        for pid, (route, silenced), row_seeds, d in zip(ids_of, plans, seeds, depths):
+            d = min(d, share)
+            with routing.installed(self.arch, route.layers, silenced, force=force, tap=tap if d else None), \
+                    torch.inference_mode():
+                cache, attention, logits = self._prefill(groups, inputs, width, dec, len(route), tap if d else None,
+                                                         records, d)
+                if len(unique) < len(ids):   # identical prompts: one prefill, copied to every row
+                    index = torch.tensor(row_of, device=self.device)
+                    routing.select_rows(cache, index)
+                    attention, logits = attention[index], logits[index]
+                gens = self._decode(ids, cache, attention, logits, row_seeds, dec, len(route), record)
+            yield pid, gens
+
+    def _hidden_bytes(self) -> int:
+        p = next(self.model.parameters())
+        return int(getattr(self.arch.config, "hidden_size", 0) or p.shape[-1]) * p.element_size()
+
+    def _pad(self, rows: list[list[int]], width: int | None = None):
+        """Left-padded input ids, attention mask and position ids of `rows`."""
+        b = len(rows)
+        width = width or max(len(x) for x in rows)
         input_ids = torch.full((b, width), self.pad_id, dtype=torch.long)
         attention = torch.zeros((b, width), dtype=torch.long)
-        for r, x in enumerate(ids):
+        for r, x in enumerate(rows):
             input_ids[r, width - len(x):] = torch.tensor(x, dtype=torch.long)
             attention[r, width - len(x):] = 1
-        input_ids = input_ids.to(device)
-        attention = attention.to(device)
         position_ids = (attention.cumsum(-1) - 1).masked_fill(attention == 0, 0)
+        return input_ids.to(self.device), attention.to(self.device), position_ids.to(self.device)
 
+    def _record(self, groups, inputs, depth: int, tap) -> list:
+        """The identity's first `depth` positions over every sub-batch: per sub-batch (outputs, kv)."""
+        records = []
+        with routing.installed(self.arch, tuple(range(depth)), frozenset(), tap=tap), torch.inference_mode():
+            for g, (input_ids, attention, position_ids) in zip(groups, inputs):
+                cache = routing.new_cache(self.arch, capacity=input_ids.shape[1])
+                tap.mode, tap.depth, tap.outputs = "record", depth, [None] * depth
+                try:
+                    routing.forward_last_logits(self.model, input_ids, attention, position_ids, cache)
+                finally:
+                    tap.mode = None
+                records.append((tap.outputs, routing.recorded_kv(cache, depth)))
+        return records
+
+    def _prefill(self, groups, inputs, width: int, dec: Decoding, route_len: int, tap, records, depth: int):
+        """The merged cache, attention mask and last-position logits of every unique prompt."""
+        capacity = width + dec.max_new_tokens
+        n = sum(len(g) for g in groups)
+        cache = routing.new_cache(self.arch, capacity=capacity, batch=n)
+        logits = []
+        for k, (g, (input_ids, attention, position_ids)) in enumerate(zip(groups, inputs)):
+            target = cache
+            if self.plain:
+                target = routing.window(cache, slice(g.start, g.stop), width - input_ids.shape[1])
+            if tap is not None:
+                tap.mode, tap.depth, tap.cache = "replay", depth, target
+                tap.outputs, tap.kv = records[k]
+            try:
+                logits.append(routing.forward_last_logits(self.model, input_ids, attention, position_ids, target))
+            finally:
+                if tap is not None:
+                    tap.mode, tap.cache = None, None
+        if self.plain:
+            routing.close_windows(cache, width)
+            attention = torch.cat([torch.nn.functional.pad(a, (width - a.shape[1], 0)) for _, a, _ in inputs])
+        else:
+            attention = inputs[0][1]
+        return cache, attention, torch.cat(logits)
+
+    def _decode(self, ids: list[list[int]], cache, attention, logits, seeds: list[int], dec: Decoding,
+                route_len: int, record: list | None = None) -> list[Generation]:
+        device = self.device
+        b = len(ids)
+        position_ids = attention.sum(-1, keepdim=True) - 1
         gens = None
         if not dec.greedy:
             gens = [torch.Generator(device=device).manual_seed(s) for s in seeds]
@@ -222,9 +350,7 @@ class Runner:
         tokens: list[list[int]] = [[] for _ in range(b)]
         logps: list[list[float]] = [[] for _ in range(b)]
         finish = ["length"] * b
-        rows = list(range(b))          # original row of each row of the tensors (shrinks as rows finish)
-        cache = routing.new_cache(self.arch)
-        logits = routing.forward_last_logits(self.model, input_ids, attention, position_ids, cache)
+        rows = list(range(b))   # the original row of each tensor row; None once it has finished
         for step in range(dec.max_new_tokens):
             logits = logits.float()
             if record is not None:
@@ -233,39 +359,44 @@ class Runner:
             if gens is None:
                 nxt = logits.argmax(dim=-1)
             else:
-                nxt = self._sample(logits, dec, [gens[r] for r in rows])
+                nxt = self._sample(logits, dec, [None if r is None else gens[r] for r in rows])
             chosen = logprobs.gather(1, nxt[:, None])[:, 0]
             is_eos = torch.isin(nxt, eos)
             nxt_list = nxt.tolist()
             lp_list = chosen.tolist()
             eos_list = is_eos.tolist()
-            keep: list[int] = []        # tensor rows still generating
+            live: list[int] = []        # tensor rows still generating
             for j, r in enumerate(rows):
+                if r is None:
+                    continue
                 tokens[r].append(nxt_list[j])
                 logps[r].append(lp_list[j])
                 if eos_list[j]:
                     finish[r] = "eos"
                 else:
-                    keep.append(j)
-            if stops and keep:
-                texts = self.tokenizer.batch_decode([tokens[rows[j]] for j in keep], skip_special_tokens=True)
+                    live.append(j)
+            if stops and live:
+                texts = self.tokenizer.batch_decode([tokens[rows[j]] for j in live], skip_special_tokens=True)
                 kept = []
-                for j, text in zip(keep, texts):
+                for j, text in zip(live, texts):
                     if any(s in text for s in stops):
                         finish[rows[j]] = "stop"
                     else:
                         kept.append(j)
-                keep = kept
-            if not keep or step == dec.max_new_tokens - 1:
+                live = kept
+            if not live or step == dec.max_new_tokens - 1:
                 break
             attention = torch.cat([attention, attention.new_ones((attention.shape[0], 1))], dim=1)
-            position_ids = position_ids[:, -1:] + 1
-            if len(keep) < len(rows):
-                # finished rows leave the batch: later steps cost only what is still generating
-                index = torch.tensor(keep, device=device)
+            position_ids = position_ids + 1
+            live_set = set(live)
+            rows = [r if j in live_set else None for j, r in enumerate(rows)]
+            if 4 * (len(rows) - len(live)) >= len(rows):
+                # finished rows leave the batch once they are a quarter of it (each step reads every row's
+                # cache; each removal copies the live rows' caches once)
+                index = torch.tensor(live, device=device)
                 routing.select_rows(cache, index)
                 attention, position_ids, nxt = attention[index], position_ids[index], nxt[index]
-                rows = [rows[j] for j in keep]
+                rows = [rows[j] for j in live]
             logits = routing.forward_last_logits(self.model, nxt[:, None], attention, position_ids, cache)
         del cache
 
@@ -291,14 +422,16 @@ class Runner:
 
     @staticmethod
     def _sample(logits, dec: Decoding, gens) -> torch.Tensor:
-        """One token per row, row j drawn with its own generator gens[j] (batch-independent)."""
+        """One token per row, row j drawn with its own generator gens[j] (batch-independent); a row
+        whose generator is None (finished, still in the batch) takes the argmax and draws nothing."""
         probs = torch.softmax(logits / dec.temperature, dim=-1)
         order = None
         if dec.top_p < 1.0:
             probs, order = probs.sort(dim=-1, descending=True)
             drop = (probs.cumsum(dim=-1) - probs) > dec.top_p
             probs = probs.masked_fill(drop, 0.0)
-        picks = [torch.multinomial(probs[j], 1, generator=g) for j, g in enumerate(gens)]
+        picks = [probs[j].argmax(-1, keepdim=True) if g is None else torch.multinomial(probs[j], 1, generator=g)
+                 for j, g in enumerate(gens)]
         nxt = torch.cat(picks)
         if order is not None:
             nxt = order.gather(1, nxt[:, None])[:, 0]

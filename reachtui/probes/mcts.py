@@ -21,8 +21,8 @@ The tree (as in CoLa, arXiv 2507.07996, with the protocol's parameters):
 - Selection: from the root, descend to the child with the highest
   UCB = mean reward − λ·len(route)/L + c·sqrt(ln N / n)
   (N: visits of the parent, n: of the child), or, with probability p_random, to a uniformly random child.
-- Expansion (progressive widening): a node visited N times may hold at most 1 + floor(2·sqrt(N))
-  children; while it holds fewer and untried actions remain, the search expands one untried action
+- Expansion (progressive widening): a node visited N times may hold at most 1 + floor(w·sqrt(N))
+  children (w = the protocol's mcts.widening, 2 by default; 0 = no limit); while it holds fewer and untried actions remain, the search expands one untried action
   (in a seeded random order) instead of descending, and proposes that child's route. With a budget of
   K = 16 this gives about 8 root actions and 8 deeper refinements, instead of spending the whole
   budget on root actions.
@@ -42,16 +42,15 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-#: Bump when the search's behaviour changes (recorded with runs by the engine).
-SEARCH_VERSION = 1
-
 #: Safety net: iterations of free (cached) backups in one propose() before the space counts as exhausted.
 _MAX_FREE_ITERATIONS = 10_000
 
 
-def max_children(visits: int) -> int:
-    """Progressive widening: how many children a node visited `visits` times may hold."""
-    return 1 + int(2.0 * math.sqrt(visits))
+def max_children(visits: int, widening: float = 2.0) -> float:
+    """Progressive widening: how many children a node visited `visits` times may hold (0: no limit)."""
+    if widening <= 0:
+        return math.inf
+    return 1 + int(widening * math.sqrt(visits))
 
 
 def length_bounds(num_layers: int, sampler: Any) -> tuple[int, int]:
@@ -142,6 +141,7 @@ class RouteSearch:
         self.c = float(getattr(mcts, "c", math.sqrt(2)))
         self.lam = float(getattr(mcts, "lam", 5.0))
         self.p_random = float(getattr(mcts, "p_random", 0.1))
+        self.widening = float(getattr(mcts, "widening", 2.0))
         self.rng = random.Random(seed)
         self.root = _Node(self.rules.identity, 0)
         self.values: dict[tuple[int, ...], float] = {}
@@ -239,7 +239,7 @@ class RouteSearch:
         path = [node]
         while True:
             self._ensure_untried(node)
-            if node.untried and len(node.children) < max_children(node.visits):
+            if node.untried and len(node.children) < max_children(node.visits, self.widening):
                 layers = node.untried.pop()
                 child = _Node(layers, node.depth + 1)
                 node.children.append(child)

@@ -4,14 +4,18 @@ one batched generation per route) against a one-question-one-route loop, in the 
     python tests/bench/bench_routes_probe.py [--model demo] [--task demo] [--questions 64] [--routes 16]
                                              [--batch-size 64] [--loop-attempts 64] [--threads N]
 
-Both sides go through the real engine (`reachtui.audit`), store writes included, on a temporary store:
-- batched: the routes probe over Q questions x K routes with --batch-size (a route's Q prompts per call);
-- loop: the same plan with batch size 1 (one generate call per question and route), stopped after
-  --loop-attempts attempts (attempts/s does not depend on how many are run).
+Both sides go through the real engine (`reachtui.audit`), grading and store writes included, on a
+temporary store:
+- batched: the routes probe as `reachtui audit` runs it: jobs of --batch-size questions, each with all K
+  routes in one `Runner.generate_many` call (the chunk's prompts prefilled once for the positions a route
+  shares with the identity, then one batched decode per route);
+- loop: the same attempts one at a time, route-major (`Audit._generate_chunk([attempt])`: one generate
+  call of one question under one route, one transaction each), stopped after --loop-attempts attempts
+  (attempts/s does not depend on how many are run).
 Times run from the phase's first progress event to its last stored chunk (model loading, the realized
 phase and set-up excluded); wall-clock and process CPU time are both printed (CPU time is the fairer
-figure on a machine shared with other jobs). The loop's attempts are checked against the batched run's rows (greedy: the same text is expected;
-a mismatch is reported, not hidden).
+figure on a machine shared with other jobs). The loop's attempts are checked against the batched run's
+rows (greedy: the same text is expected; a mismatch is reported, not hidden).
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -39,52 +42,59 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     args = ap.parse_args()
 
-    from reachtui.audit import run_audit
+    import torch
+
+    from reachtui.audit import Audit, open_run, run_audit
     from reachtui.model.load import load_model
-    from reachtui.model.run import Runner
+    from reachtui.model.run import Decoding, Runner
     from reachtui.protocol import ProbeSpec, Protocol
     from reachtui.store import Store
     from reachtui.tasks import load_task
 
     if args.threads:
-        import torch
-
         torch.set_num_threads(args.threads)
     loaded = load_model(args.model, device=args.device)
     runner = Runner(loaded)
     task = load_task(args.task)
     protocol = Protocol(probes=(ProbeSpec("routes", budget=args.routes),), seed=0)
     tmp = Path(tempfile.mkdtemp(prefix="bench_routes_"))
+    runner.generate(["warm up"], decoding=Decoding(max_new_tokens=2))
 
-    def timed(store_name: str, batch_size: int, stop_after: int | None):
+    def batched(store_name: str):
         store = Store(tmp / store_name)
-        cancel = threading.Event()
-        state = {"t_routes": None, "c_routes": None, "n": 0, "t_end": None, "c_end": None}
+        state = {"t0": None, "c0": None, "n": 0, "t1": None, "c1": None}
 
         def on_event(ev):
-            if ev.phase == "routes" and state["t_routes"] is None:
-                state["t_routes"] = time.perf_counter()
-                state["c_routes"] = time.process_time()
-            if ev.phase == "routes":
-                state["t_end"], state["c_end"] = time.perf_counter(), time.process_time()
-            if ev.phase == "routes":
-                state["n"] = ev.generated
-                if stop_after is not None and ev.generated >= stop_after:
-                    cancel.set()
+            if ev.phase != "routes":
+                return
+            if state["t0"] is None:
+                state["t0"], state["c0"] = time.perf_counter(), time.process_time()
+            state["t1"], state["c1"], state["n"] = time.perf_counter(), time.process_time(), ev.generated
 
         res = run_audit(store, runner, model_name=loaded.name, model_path=str(loaded.path),
                         model_class=loaded.arch.model_class, task=task, protocol=protocol, limit=args.questions,
-                        batch_size=batch_size, on_event=on_event, cancel=cancel)
-        wall = state["t_end"] - state["t_routes"]
-        cpu = state["c_end"] - state["c_routes"]
-        return store, res.run_id, state["n"], wall, cpu
+                        batch_size=args.batch_size, on_event=on_event)
+        return store, res.run_id, state["n"], state["t1"] - state["t0"], state["c1"] - state["c0"]
 
-    print(f"model {loaded.name}: {runner.num_layers} layers, {loaded.device}; {args.questions} questions x "
-          f"{args.routes} shared routes; batch size {args.batch_size}")
-    sb, rb, nb, tb, cb = timed("batched.sqlite", args.batch_size, None)
+    def loop(store_name: str, n: int):
+        store = Store(tmp / store_name)
+        rid, _ = open_run(store, model_name=loaded.name, model_path=str(loaded.path),
+                          model_class=loaded.arch.model_class, num_layers=runner.num_layers, task=task,
+                          protocol=protocol, limit=args.questions)
+        audit = Audit(store, runner, rid, batch_size=1)
+        work = sorted((w for job in audit._plan_routes(protocol.probe("routes")) for w in job),
+                      key=lambda w: (w.attempt, w.pos))[:n]
+        t0, c0 = time.perf_counter(), time.process_time()
+        for w in work:
+            audit._generate_chunk([w])
+        return store, rid, len(work), time.perf_counter() - t0, time.process_time() - c0
+
+    print(f"model {loaded.name}: {runner.num_layers} layers, {loaded.device}, {torch.get_num_threads()} torch "
+          f"thread(s); {args.questions} questions x {args.routes} shared routes; batch size {args.batch_size}")
+    sb, rb, nb, tb, cb = batched("batched.sqlite")
     print(f"batched (shared pool): {nb} attempts in {tb:.2f}s wall = {nb / tb:.1f} attempts/s "
           f"({cb:.2f}s CPU = {nb / cb:.1f} attempts per CPU-second)")
-    sl, rl, nl, tl, cl = timed("loop.sqlite", 1, args.loop_attempts)
+    sl, rl, nl, tl, cl = loop("loop.sqlite", args.loop_attempts)
     print(f"loop (one question, one route per call): {nl} attempts in {tl:.2f}s wall = {nl / tl:.1f} attempts/s "
           f"({cl:.2f}s CPU = {nl / cl:.1f} attempts per CPU-second)")
     print(f"speed-up: {(nb / tb) / (nl / tl):.1f}x wall, {(nb / cb) / (nl / cl):.1f}x CPU")
