@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from dataclasses import dataclass
@@ -157,6 +158,7 @@ def quiet_transformers() -> None:
 
     tlogging.set_verbosity_error()
     tlogging.disable_progress_bar()
+    logging.getLogger("accelerate").setLevel(logging.ERROR)   # "Some parameters are on the meta device ..."
     try:
         from huggingface_hub.utils import disable_progress_bars
 
