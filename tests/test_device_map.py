@@ -179,6 +179,23 @@ def test_unknown_instance_forward_is_refused(saved):
     assert plain.arch.layers_owner._modules[plain.arch.layers_attr] is plain.arch.layers
 
 
+def test_auto_map_on_a_cpu_machine(saved):
+    """`--device-map auto` where only a CPU is there: accelerate puts everything on it (no hooks); the same
+    tokens as a plain load."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: auto would use it")
+    plain, _ = pair(saved, "llama")
+    lm = load_model(str(saved[1]["llama"]), dtype="float32", device_map="auto")
+    assert lm.device == "cpu" and lm.dtype == "float32"
+    dec = Decoding(max_new_tokens=NEW)
+    for route in (None, Route((0, 1, 1, 2, 3))):
+        got = Runner(lm).generate(PROMPTS, route=route, decoding=dec)
+        want = Runner(plain).generate(PROMPTS, route=route, decoding=dec)
+        assert [g.token_ids for g in got] == [g.token_ids for g in want]
+
+
 # ------------------------------------------------------------------------------------------ errors
 
 @pytest.mark.parametrize(

@@ -236,7 +236,10 @@ def input_device(model):
     hook moves its weights in per call), else its first parameter's."""
     import torch
 
-    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    try:
+        emb = model.get_input_embeddings()
+    except Exception:  # noqa: BLE001 - a model without the accessor: fall back to its first parameter
+        emb = None
     if emb is not None:
         hook = emb.__dict__.get("_hf_hook")
         exec_dev = getattr(hook, "execution_device", None)
