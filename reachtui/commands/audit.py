@@ -175,6 +175,11 @@ class _Bar:
 @click.option("--new", "new_run", is_flag=True, help="Start a new run even if an unfinished one matches.")
 @click.option("--device", default="auto", show_default=True, help="auto|cpu|cuda[:N]")
 @click.option("--dtype", default="auto", show_default=True, help="auto|float32|bfloat16|float16")
+@click.option("--device-map", "device_map", default=None, metavar="MAP",
+              help="Let accelerate place the model (auto|balanced|sequential, or a JSON file of module -> "
+                   "device): split over GPUs, offload what does not fit. Needs reachtui[gpu]. Not with --device.")
+@click.option("--offload-folder", "offload_folder", type=click.Path(file_okay=False), default=None,
+              help="Where a device map offloads weights to disk.")
 @click.option("--batch-size", type=int, default=64, show_default=True,
               help="Prompts per generation call (keep it when resuming, for bit-identical rows).")
 @click.option("--max-new-tokens", type=int, default=None, help="Generation length limit (protocol).")
@@ -184,7 +189,7 @@ class _Bar:
 @click.option("--trust-remote-code", is_flag=True, help="Allow the model's own code (off by default).")
 @click.option("--allow-download", is_flag=True, help="Fetch the model from the Hugging Face hub if not cached.")
 def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, store_path, protocol_file,
-          run_id, new_run, device, dtype, batch_size, max_new_tokens, threads, trust_remote_code, allow_download):
+          run_id, new_run, device, dtype, device_map, offload_folder, batch_size, max_new_tokens, threads, trust_remote_code, allow_download):
     """Audit MODEL on TASK: realized (default decoding) vs reachable (some attempt of a probe) per
     question; every attempt stored, resumable. MODEL is `demo`, a directory, or a cached HF id."""
     from rich.console import Console
@@ -207,6 +212,10 @@ def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, 
         raise ReachError(f"--limit must be at least 1, not {limit}")
     if run_id is not None and new_run:
         raise ReachError("--run and --new contradict each other")
+    if device_map is not None or offload_folder is not None:   # before the store is touched
+        from reachtui.model.load import check_device_map
+
+        check_device_map(device_map, device, offload_folder)
     base = load_protocol_file(protocol_file) if protocol_file else Protocol()
     protocol = protocol_from_options(base, probes=probes, budget=budget, temperature=temperature, seed=seed,
                                      max_new_tokens=max_new_tokens)
@@ -232,7 +241,7 @@ def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, 
 
     with err.status(f"loading {model} ..."):
         loaded = load_model(model, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
-                            allow_download=allow_download)
+                            allow_download=allow_download, device_map=device_map, offload_folder=offload_folder)
         runner = Runner(loaded)
     err.print(f"model {loaded.name} ({loaded.arch.model_class}, {runner.num_layers} layers, {loaded.device}, "
               f"{loaded.dtype}) loaded in {time.monotonic() - t_load:.1f}s; protocol {protocol.hash()}")

@@ -31,10 +31,15 @@ from reachtui.errors import ReachError
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--device", default="auto", show_default=True, help="auto|cpu|cuda[:N]")
 @click.option("--dtype", default="auto", show_default=True, help="auto|float32|bfloat16|float16")
+@click.option("--device-map", "device_map", default=None, metavar="MAP",
+              help="Let accelerate place the model (auto|balanced|sequential, or a JSON file of module -> "
+                   "device): split over GPUs, offload what does not fit. Needs reachtui[gpu]. Not with --device.")
+@click.option("--offload-folder", "offload_folder", type=click.Path(file_okay=False), default=None,
+              help="Where a device map offloads weights to disk.")
 @click.option("--trust-remote-code", is_flag=True, help="Allow the model's own code (off by default).")
 @click.option("--allow-download", is_flag=True, help="Fetch the model from the Hugging Face hub if not cached.")
 def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_new_tokens, stops, template,
-             as_json, device, dtype, trust_remote_code, allow_download):
+             as_json, device, dtype, device_map, offload_folder, trust_remote_code, allow_download):
     """Generate from PROMPT with MODEL (demo, a directory, or a cached Hugging Face id) and print the text
     and the extracted answer."""
     if max_new_tokens < 1:
@@ -51,7 +56,7 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
         parse_route(route_spec, 10**9, max_repeat=10**9)
     parse_silenced(silence, 10**9)
     loaded = load_model(model, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
-                        allow_download=allow_download)
+                        allow_download=allow_download, device_map=device_map, offload_folder=offload_folder)
     n = loaded.arch.num_layers
     route = parse_route(route_spec, n) if route_spec is not None else None
     silenced = parse_silenced(silence, n)

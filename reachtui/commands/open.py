@@ -99,6 +99,11 @@ def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_s
 @click.option("--new", "new_run", is_flag=True, help="Start a new audit run even if one matches.")
 @click.option("--device", default="auto", show_default=True, help="auto|cpu|cuda[:N]")
 @click.option("--dtype", default="auto", show_default=True, help="auto|float32|bfloat16|float16")
+@click.option("--device-map", "device_map", default=None, metavar="MAP",
+              help="Let accelerate place the model (auto|balanced|sequential, or a JSON file of module -> "
+                   "device): split over GPUs, offload what does not fit. Needs reachtui[gpu]. Not with --device.")
+@click.option("--offload-folder", "offload_folder", type=click.Path(file_okay=False), default=None,
+              help="Where a device map offloads weights to disk.")
 @click.option("--batch-size", type=int, default=64, show_default=True, help="Prompts per generation call.")
 @click.option("--threads", type=int, default=None,
               help="CPU threads for the model (sets OMP_NUM_THREADS before torch loads). [default: "
@@ -108,8 +113,8 @@ def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_s
 @click.option("--keymap", "keymap_file", type=click.Path(dir_okay=False), default=None,
               help='A TOML file of binding id = "key" (ids in the help screen), e.g. "filter.failure" = "F".')
 def open_(model, task_spec, store_path, run_id, probes, budget, temperature, seed, limit, mlp_scan, protocol_file,
-          max_new_tokens, new_run, device, dtype, batch_size, threads, trust_remote_code, allow_download,
-          keymap_file):
+          max_new_tokens, new_run, device, dtype, device_map, offload_folder, batch_size, threads, trust_remote_code,
+          allow_download, keymap_file):
     """Open the app: browse an audit question by question, filter failure sets, silence MLP blocks or
     edit the layer route of a question and see the answer change, apply that to a whole set.
 
@@ -129,7 +134,12 @@ def open_(model, task_spec, store_path, run_id, probes, budget, temperature, see
         if "torch" in sys.modules:
             sys.modules["torch"].set_num_threads(threads)
     path = Path(store_path) if store_path else default_store_path()
-    launch_kw = dict(device=device, dtype=dtype, trust_remote_code=trust_remote_code, allow_download=allow_download)
+    if device_map is not None or offload_folder is not None:   # one line now, not a notification in the app
+        from reachtui.model.load import check_device_map
+
+        check_device_map(device_map, device, offload_folder)
+    launch_kw = dict(device=device, dtype=dtype, device_map=device_map, offload_folder=offload_folder,
+                     trust_remote_code=trust_remote_code, allow_download=allow_download)
     keymap = read_keymap(keymap_file) if keymap_file else None
     if model is None:
         if not path.is_file():

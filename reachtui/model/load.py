@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from reachtui.errors import ReachError
 _HF_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 DEVICES = "auto|cpu|cuda[:N]"
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
+_MAP_DEVICE = re.compile(r"^(cpu|disk|mps|(cuda|xpu|npu)(:\d+)?)$")
 
 
 @dataclass
@@ -30,6 +33,7 @@ class LoadedModel:
     device: str
     dtype: str
     arch: Any
+    device_map: dict | None = None   # module -> device, as accelerate placed it (None: one device)
 
 
 def hf_cache_dir() -> Path:
@@ -154,6 +158,7 @@ def quiet_transformers() -> None:
 
     tlogging.set_verbosity_error()
     tlogging.disable_progress_bar()
+    logging.getLogger("accelerate").setLevel(logging.ERROR)   # "Some parameters are on the meta device ..."
     try:
         from huggingface_hub.utils import disable_progress_bars
 
@@ -168,16 +173,105 @@ def _one_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def check_device_map(device_map, device: str, offload_folder) -> str | dict | None:
+    """`device_map` as from_pretrained takes it (a strategy name or a module -> device dict), or None.
+
+    A string is a strategy (auto, balanced, balanced_low_0, sequential) or the path of a JSON file holding
+    {module name: device}. accelerate must be importable. No torch here."""
+    if device_map is None or (isinstance(device_map, str) and device_map.strip().lower() in ("", "none")):
+        if offload_folder:
+            raise ReachError("--offload-folder only applies with --device-map")
+        return None
+    shown = device_map if isinstance(device_map, str) else "(a dict)"
+    if (device or "auto").strip().lower() != "auto":
+        raise ReachError(f"--device {device} and --device-map {shown}: give one (a device map places the "
+                         "model itself)")
+    if isinstance(device_map, str):
+        text = device_map.strip()
+        if text.lower() in DEVICE_MAPS:
+            device_map = text.lower()
+        elif text.lower().endswith(".json") or Path(text).expanduser().exists():
+            try:
+                device_map = json.loads(Path(text).expanduser().read_text())
+            except (OSError, ValueError) as exc:
+                raise ReachError(f"device map file {text}: cannot be read ({_one_line(exc)})") from exc
+            if not isinstance(device_map, dict):
+                raise ReachError(f"device map file {text} must be a JSON object of module name -> device")
+        else:
+            raise ReachError(f"unknown device map {text!r} (use {'|'.join(DEVICE_MAPS)} or a JSON file of "
+                             "module name -> device)")
+    if isinstance(device_map, dict):
+        for name, dev in device_map.items():
+            ok = (isinstance(dev, int) and not isinstance(dev, bool) and dev >= 0) or (
+                isinstance(dev, str) and _MAP_DEVICE.match(dev))
+            if not isinstance(name, str) or not ok:
+                raise ReachError(f"device map: unknown device {dev!r} for {name!r} (use a GPU index, cuda:N, cpu "
+                                 "or disk)")
+        if "disk" in device_map.values() and not offload_folder:
+            raise ReachError("the device map offloads to disk: pass --offload-folder DIR")
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("accelerate") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise ReachError("--device-map needs accelerate: pip install 'reachtui[gpu]' (or pip install "
+                         "'accelerate>=1.1,<2')")
+    return device_map
+
+
+def _describe_devices(device_map: dict) -> str:
+    """'cuda:0+cpu+disk': the devices a dispatched model uses, accelerators first."""
+    names = []
+    for dev in device_map.values():
+        name = f"cuda:{dev}" if isinstance(dev, int) else str(dev)
+        if name not in names:
+            names.append(name)
+    return "+".join(sorted(names, key=lambda n: (n in ("cpu", "disk"), n == "disk", n)))
+
+
+def input_device(model):
+    """The device a model's input ids go to: its input embedding's (where accelerate executes it, if a
+    hook moves its weights in per call), else its first parameter's."""
+    import torch
+
+    try:
+        emb = model.get_input_embeddings()
+    except Exception:  # noqa: BLE001 - a model without the accessor: fall back to its first parameter
+        emb = None
+    if emb is not None:
+        hook = emb.__dict__.get("_hf_hook")
+        exec_dev = getattr(hook, "execution_device", None)
+        if exec_dev is not None and not isinstance(exec_dev, dict):
+            return torch.device(exec_dev if not isinstance(exec_dev, int) else f"cuda:{exec_dev}")
+        weight = getattr(emb, "weight", None)
+        if weight is not None and weight.device.type != "meta":
+            return weight.device
+    return next(model.parameters()).device
+
+
 def load_model(
     spec: str,
     device: str = "auto",
     dtype: str = "auto",
     trust_remote_code: bool = False,
     allow_download: bool = False,
+    device_map: str | dict | None = None,
+    offload_folder: str | None = None,
+    max_memory: dict | None = None,
 ) -> LoadedModel:
-    """Resolve, load (eval mode, no progress bars) and discover the layers of a causal LM."""
+    """Resolve, load (eval mode, no progress bars) and discover the layers of a causal LM.
+
+    With `device_map` (auto|balanced|balanced_low_0|sequential, a {module: device} dict, or a JSON file of
+    one) the model is placed by accelerate (`from_pretrained(device_map=...)`: layers split over GPUs, or
+    offloaded to the CPU / `offload_folder` when they do not fit) instead of moved to one `device`."""
     path = resolve_model(spec, allow_download=allow_download)
-    dev = _pick_device(device)
+    dmap = check_device_map(device_map, device, offload_folder)
+    if dmap is None:
+        dev = _pick_device(device)
+    else:
+        dev = _pick_device("auto")
     dt = _pick_dtype(dtype, dev)
     try:
         raw = json.loads((path / "config.json").read_text())
@@ -208,8 +302,12 @@ def load_model(
         )
     torch_dtype = getattr(torch, dt)
     try:
+        placement = {}
+        if dmap is not None:
+            placement = dict(device_map=dmap, offload_folder=offload_folder, max_memory=max_memory)
         model = AutoModelForCausalLM.from_pretrained(
-            str(path), dtype=torch_dtype, trust_remote_code=trust_remote_code, local_files_only=True
+            str(path), dtype=torch_dtype, trust_remote_code=trust_remote_code, local_files_only=True,
+            **placement,
         )
     except Exception as exc:  # noqa: BLE001
         msg = _one_line(exc)
@@ -222,10 +320,15 @@ def load_model(
         )
     except Exception as exc:  # noqa: BLE001
         raise ReachError(f"cannot load the tokenizer of {spec!r} from {path}: {_one_line(exc)}") from exc
-    try:
-        model = model.to(dev)
-    except Exception as exc:  # noqa: BLE001
-        raise ReachError(f"cannot move model {spec!r} to {dev}: {_one_line(exc)}") from exc
+    placed = None
+    if dmap is None:
+        try:
+            model = model.to(dev)
+        except Exception as exc:  # noqa: BLE001
+            raise ReachError(f"cannot move model {spec!r} to {dev}: {_one_line(exc)}") from exc
+    else:
+        placed = dict(getattr(model, "hf_device_map", None) or {"": str(input_device(model))})
+        dev = _describe_devices(placed)
     model.eval()
     from reachtui.model.layers import discover
 
@@ -236,4 +339,5 @@ def load_model(
         name = str(path)
     else:
         name = spec
-    return LoadedModel(name=name, path=path, model=model, tokenizer=tokenizer, device=dev, dtype=dt, arch=arch)
+    return LoadedModel(name=name, path=path, model=model, tokenizer=tokenizer, device=dev, dtype=dt, arch=arch,
+                       device_map=placed)

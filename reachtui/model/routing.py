@@ -15,7 +15,9 @@ How a route runs, exactly, with the model's own forward:
   the LM head are the model's own, computed once per forward.
 * A silenced layer's clone gets its MLP wrapped so that its output is zeros (every occurrence).
 * Everything is put back in `finally`: the original ModuleList object, the config attributes. The
-  original modules are never mutated, and no hooks are installed.
+  original modules are never mutated, and no hooks are installed. A model dispatched by accelerate
+  (a device map) keeps its hooks: a clone's hook wrapper is rebound to call the clone
+  (`_rebind_hooked_forward`).
 
 Shared prefill (`PrefillTap`): a route's first d positions that equal the identity's (route[p] = p, MLP p not
 silenced, a plain full-attention cache layer) compute exactly what the identity computes there. One
@@ -36,7 +38,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import inspect
+import types
 from functools import lru_cache
 
 import torch
@@ -71,11 +75,51 @@ def _needs_clone(module: nn.Module) -> bool:
     return any(_has_layer_idx(m) for m in module.modules())
 
 
+def _rebind_hooked_forward(new: nn.Module, module: nn.Module) -> None:
+    """Make a clone's instance-level `forward` call the clone, not the original.
+
+    accelerate's hooks (`device_map=...`, `dispatch_model`, `cpu_offload`) set `module._hf_hook`, keep the
+    class forward bound to the module as `module._old_forward`, and put an instance attribute
+    `module.forward = partial(new_forward, module)` in front of it. `copy.copy` copies both, so calling the
+    clone would run the ORIGINAL module's forward (its `layer_idx`, its cache slot). Here both are rebound
+    to the clone; the hook object itself (devices, offloaded weights) is shared, as the parameters are.
+    An instance `forward` of any other shape cannot be rebound safely and is refused.
+    """
+    d = module.__dict__
+    if "forward" not in d and "_old_forward" not in d:
+        return
+
+    def rebound(f):
+        if isinstance(f, types.MethodType) and f.__self__ is module:
+            return types.MethodType(f.__func__, new)
+        if isinstance(f, functools.partial) and f.args and f.args[0] is module:
+            return functools.partial(f.func, new, *f.args[1:], **f.keywords)
+        return None
+
+    old = d.get("_old_forward")
+    if old is not None:
+        old = rebound(old)
+        if old is None:
+            raise ReachError(f"cannot route this model: {type(module).__name__} has an instance forward "
+                             "(_old_forward) that is not a method of the module")
+        object.__setattr__(new, "_old_forward", old)
+    fwd = d.get("forward")
+    if fwd is not None:
+        fwd = rebound(fwd)
+        if fwd is None:
+            raise ReachError(f"cannot route this model: {type(module).__name__} has an instance forward "
+                             "that reachtui cannot rebind to a clone (not an accelerate hook)")
+        if isinstance(fwd, functools.partial):
+            functools.update_wrapper(fwd, old if old is not None else type(module).forward.__get__(new))
+        object.__setattr__(new, "forward", fwd)
+
+
 def _clone(module: nn.Module, position: int) -> nn.Module:
     """Shallow clone sharing parameters/buffers; submodules that (transitively) hold `layer_idx` are
     cloned too, and every `layer_idx` is set to `position`. The original is not touched."""
     new = copy.copy(module)
     object.__setattr__(new, "_modules", dict(module._modules))
+    _rebind_hooked_forward(new, module)
     if _has_layer_idx(module):
         object.__setattr__(new, "layer_idx", position)
     for name, child in module._modules.items():

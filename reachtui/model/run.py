@@ -96,7 +96,9 @@ class Runner:
         self.arch = loaded.arch
         self.num_layers = self.arch.num_layers
         self.lock = threading.RLock()
-        self.device = next(self.model.parameters()).device
+        from reachtui.model.load import input_device   # where input ids go (also under a device map)
+
+        self.device = input_device(self.model)
         self.eos_ids = _eos_ids(self.model, self.tokenizer)
         pad = getattr(self.tokenizer, "pad_token_id", None)
         if pad is None:

@@ -86,6 +86,8 @@ class Launch:
     model: str | None = None
     device: str = "auto"
     dtype: str = "auto"
+    device_map: str | None = None
+    offload_folder: str | None = None
     trust_remote_code: bool = False
     allow_download: bool = False
     audit_job: Any = None
@@ -548,6 +550,8 @@ class ReachApp(App[None]):
                 t0 = time.perf_counter()
                 try:
                     loaded = load_model(spec, device=self.launch.device, dtype=self.launch.dtype,
+                                        device_map=self.launch.device_map,
+                                        offload_folder=self.launch.offload_folder,
                                         trust_remote_code=self.launch.trust_remote_code,
                                         allow_download=self.launch.allow_download)
                 except Exception:
