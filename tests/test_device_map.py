@@ -146,6 +146,22 @@ def test_routes_with_repeated_layers_exact_under_device_map(saved, arch):
     assert after["layer_idx"] == [0, 1, 2, 3]
 
 
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_shared_identity_prefill_exact_under_device_map(saved, arch):
+    """generate_many replays a recorded identity prefill through hooked (offloaded) layers: the same
+    tokens and log-probs as one call per intervention, and as the unmapped model."""
+    plain, lm = pair(saved, arch)
+    r, rp = Runner(lm), Runner(plain)
+    plans = [(Route(route), frozenset()) for route in ROUTES] + [(Route((0, 1, 2, 3)), frozenset({2}))]
+    dec = Decoding(max_new_tokens=NEW)
+    many = r.generate_many(PROMPTS, plans, decoding=dec)
+    for (route, sil), got in zip(plans, many):
+        one = r.generate(PROMPTS, route=route, silenced=sil, decoding=dec)
+        ref = rp.generate(PROMPTS, route=route, silenced=sil, decoding=dec)
+        assert [g.token_ids for g in got] == [g.token_ids for g in one] == [g.token_ids for g in ref]
+        assert [g.mean_logprob for g in got] == [g.mean_logprob for g in one]
+
+
 def _slots(lm, route):
     """Keys per cache slot after one routed prefill of PROMPTS[0]."""
     ids = lm.tokenizer(PROMPTS[0], return_tensors="pt").input_ids
