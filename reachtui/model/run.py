@@ -81,6 +81,25 @@ def cut_at_stop(text: str, stops) -> tuple[str, bool]:
     return (text[:best], True) if best >= 0 else (text, False)
 
 
+def keep_freed_memory() -> bool:
+    """Ask glibc to keep freed blocks of up to 32 MiB in the heap instead of returning them to the system.
+    Every generation allocates its KV-cache buffers afresh; memory handed back and mapped again costs a page
+    fault per 4 KiB on first touch (about 10% of a CPU audit's time on the demo model). Linux/glibc only;
+    elsewhere nothing changes. Returns whether it took effect."""
+    import ctypes
+    import ctypes.util
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        m_trim_threshold, m_mmap_threshold = -1, -3
+        return bool(libc.mallopt(m_mmap_threshold, 32 << 20)) and bool(libc.mallopt(m_trim_threshold, 1 << 30))
+    except (OSError, AttributeError):
+        return False
+
+
 class Runner:
     """Runs generations on one loaded model; one owner at a time (`lock`).
 
@@ -106,6 +125,8 @@ class Runner:
         self.pad_id = int(pad)
         self.batch_size_hint: int | None = None   # set when an out-of-memory error halved the batch
         on_gpu = self.device.type != "cpu"
+        if not on_gpu:
+            keep_freed_memory()
         self.prefill_tokens = 32768 if on_gpu else 1536
         self.share_bytes = (torch.cuda.get_device_properties(self.device).total_memory // 8 if on_gpu
                             else 1 << 30)
