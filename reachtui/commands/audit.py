@@ -180,8 +180,9 @@ class _Bar:
                    "device): split over GPUs, offload what does not fit. Needs reachtui[gpu]. Not with --device.")
 @click.option("--offload-folder", "offload_folder", type=click.Path(file_okay=False), default=None,
               help="Where a device map offloads weights to disk.")
-@click.option("--batch-size", type=int, default=64, show_default=True,
-              help="Prompts per generation call (keep it when resuming, for bit-identical rows).")
+@click.option("--batch-size", type=int, default=None,
+              help="Prompts per generation job. [default: the run's own when resuming, else 64 on a CPU and "
+                   "what the GPU's free memory holds]")
 @click.option("--max-new-tokens", type=int, default=None, help="Generation length limit (protocol).")
 @click.option("--threads", type=int, default=None,
               help="CPU threads for the model (sets OMP_NUM_THREADS before torch loads). On a machine shared "
@@ -199,7 +200,7 @@ def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, 
     from reachtui.store import Store
     from reachtui.tasks import load_task
 
-    if batch_size < 1:
+    if batch_size is not None and batch_size < 1:
         raise ReachError(f"--batch-size must be at least 1, not {batch_size}")
     if threads is not None:
         if threads < 1:
@@ -279,6 +280,13 @@ def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, 
     out.print(table)
     for line in curves_text(rows) + mlp_text(store, result.run_id) + honesty_text(store, result.run_id):
         out.print(line)
+    events = store.run_events(result.run_id)
+    sizes = [e["detail"] for e in events if e["kind"] == "batch_size"]
+    if sizes:
+        out.print(f"batch size {sizes[-1]}")
+    for e in events:
+        if e["kind"] == "out_of_memory":
+            out.print(f"[yellow]{e['detail']}[/]")
     verb = "resumed and " if result.resumed else ""
     out.print(f"run {result.run_id}: {verb}{result.status} in {wall:.1f}s ({result.generated} attempts generated "
               f"now) - store {store.path}")
