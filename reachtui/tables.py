@@ -16,7 +16,7 @@ Column kinds decide how a value is written:
 None and NaN are empty in csv/tsv, null in json, "–" for people.
 
 Entry points: `build_table(store, name, run_ids)` (TABLES), `summary_rows(store, run_id)` (the
-closing summary's numbers as dicts, equal to `reachtui.summary.summarize`; with `intervals=True` also
+closing summary's numbers as dicts (the audit's closing table); with `intervals=True` also
 the chance control, excess, robust reachability, answer scatter and 95% intervals), `summary_lines(rows)`
 (those as one line per probe, for the audit's closing note and the app's header), `compare_runs(store,
 a, b)` (a `Comparison`: the wide `compare` table, `compare_views` for people, `list_table` for one
@@ -829,8 +829,7 @@ def _add_honest_numbers(con: sqlite3.Connection, run_id: int, info: dict[str, An
 def summary_rows(source: Any, run_id: int, *, intervals: bool = False, bootstrap: int = stats.DEFAULT_BOOTSTRAP,
                  seed: int = 0) -> list[dict[str, Any]]:
     """The run's numbers per probe, as plain dicts (fractions in 0..1): a "realized" row first, then one
-    row per reachability probe with attempts, in display order. Keys (the same as
-    `reachtui.summary.summarize`, which the audit's closing table uses; tests hold the two equal):
+    row per reachability probe with attempts, in display order (the audit's closing table). Keys:
 
         probe, budget, n, n_attempted, realized, reachable, gap, blind_vote, blind_logprob,
         retained_vote, retained_logprob, failure, chance, pass_at_k, reachable_at_k
@@ -1336,6 +1335,13 @@ def mlp_scan_table(source: Any, run_ids: Sequence[int]) -> Table:
         rows += got
     title = "MLP silencing scan: repair rate on the failure set, break rate on the realized set"
     return Table("mlp-scan", title + _runs_label(run_ids), list(MLP_COLUMNS), rows, notes=notes)
+
+
+def mlp_best(source: Any, run_id: int) -> list[dict[str, Any]]:
+    """The best block of each scanned failure set (the `best` rows of `mlp_scan_table`), as dicts."""
+    table = mlp_scan_table(source, [run_id])
+    names = [c.name for c in table.columns]
+    return [row for row in (dict(zip(names, r)) for r in table.rows) if row["best"]]
 
 
 # --------------------------------------------------------------------------------------------------

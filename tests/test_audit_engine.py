@@ -13,7 +13,8 @@ from reachtui.audit import Audit, open_run, run_audit
 from reachtui.errors import ReachError
 from reachtui.protocol import ProbeSpec, Protocol
 from reachtui.store import Store
-from reachtui.summary import mlp_best, summarize
+from reachtui.tables import mlp_best
+from reachtui.tables import summary_rows as summarize
 from reachtui.tasks import load_task
 
 PROBES = (ProbeSpec("sample", budget=4), ProbeSpec("routes", budget=4), ProbeSpec("mcts", budget=4),

@@ -513,23 +513,32 @@ def _same(a, b):
     return a == b
 
 
-def test_summary_rows_equal_the_audit_closing_summary(store_path, tmp_path):
-    """One definition: tables.summary_rows (SQL) gives exactly reachtui.summary.summarize's numbers."""
-    summary = pytest.importorskip("reachtui.summary")
+def test_summary_rows_recomputed_with_plain_sql(store_path, tmp_path):
+    """The closing summary's numbers (tables.summary_rows) equal a plain-SQL recomputation, including the
+    closed-form chance 1 - (1 - 1/m)^K of a multiple-choice run."""
     task = make_task("mc", 12)
     data = random_data(task, 5, probes=("sample", "routes"), k=4)
     with Store(tmp_path / "mc.sqlite") as store:
         mc = add_run(store, "m", task, "h", data, protocol={
             "answer_format": "choice", "choices": 4,
             "probes": [{"name": "sample", "budget": 4}, {"name": "routes", "budget": 4}]})
-        cases = [(store, mc)]
         with Store(store_path, readonly=True) as main:
-            for s, run in cases + [(main, 1)]:
-                mine, theirs = T.summary_rows(s, run), summary.summarize(s, run)
-                assert [r["probe"] for r in mine] == [r["probe"] for r in theirs]
-                for a, b in zip(mine, theirs):
-                    for key in b:
-                        assert _same(a[key], b[key]), (run, a["probe"], key, a[key], b[key])
+            for s, run, chance in ((store, mc, 1 - (1 - 1 / 4) ** 4), (main, 1, None)):
+                budget = json.loads(s.get_run(run)["protocol_json"])["probes"][0]["budget"]
+                sql = lambda q, *a: s.conn.execute(q, (run, *a)).fetchone()[0]  # noqa: E731
+                n = sql("SELECT count(*) FROM run_questions WHERE run_id = ?")
+                realized = sql("SELECT count(*) FROM attempts WHERE run_id = ? AND probe = 'realized' "
+                               "AND attempt = 0 AND correct = 1") / n
+                rows = {r["probe"]: r for r in T.summary_rows(s, run)}
+                assert rows["realized"]["realized"] == pytest.approx(realized)
+                for probe in ("sample", "routes"):
+                    reach = sql("SELECT count(DISTINCT question_id) FROM attempts WHERE run_id = ? AND probe = ? "
+                                "AND correct = 1", probe) / n
+                    r = rows[probe]
+                    assert (r["n"], r["budget"]) == (n, budget)
+                    assert r["reachable"] == pytest.approx(reach)
+                    assert r["gap"] == pytest.approx(reach - realized)
+                    assert r["chance"] == (pytest.approx(chance) if chance else None)
 
 
 def test_latex_is_plain_ascii_booktabs(store_path):

@@ -51,12 +51,12 @@ def honesty_text(store, run_id: int) -> list[str]:
 
 
 def summary_table(store, run_id: int):
-    """A rich Table of `reachtui.summary.summarize` (the closing table of `audit`)."""
+    """A rich Table of `reachtui.tables.summary_rows` (the closing table of `audit`)."""
     from rich.table import Table
 
-    from reachtui.summary import summarize
+    from reachtui.tables import summary_rows
 
-    rows = summarize(store, run_id)
+    rows = summary_rows(store, run_id)
     has_chance = any(r["chance"] is not None for r in rows)
     t = Table(title=f"run {run_id}: realized vs reachable, % of {rows[0]['n']} questions", title_justify="left",
               caption="blind: answer-blind pick among the K attempts (vote = majority answer, lp = highest mean "
@@ -94,14 +94,14 @@ def curves_text(rows) -> list[str]:
 
 
 def mlp_text(store, run_id: int) -> list[str]:
-    from reachtui.summary import mlp_best
+    from reachtui.tables import mlp_best
 
     out = []
     for b in mlp_best(store, run_id):
         if not b["failure_n"]:
-            out.append(f"MLP scan on {b['set_name']}: the failure set is empty (|R| = {b['realized_n']})")
+            out.append(f"MLP scan on {b['set']}: the failure set is empty (|R| = {b['realized_n']})")
             continue
-        out.append(f"MLP scan on {b['set_name']} (|F| = {b['failure_n']}, |R| = {b['realized_n']}): best block "
+        out.append(f"MLP scan on {b['set']} (|F| = {b['failure_n']}, |R| = {b['realized_n']}): best block "
                    f"= layer {b['layer']}: repairs {b['repaired']}/{b['failure_n']} ({_pct(b['repair_rate'])}%), "
                    f"breaks {b['broken']}/{b['realized_n']} ({_pct(b['break_rate'])}%)")
     return out

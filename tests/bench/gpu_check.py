@@ -375,7 +375,7 @@ def section_demo_audit(args, sizes, workdir: Path) -> None:
     from reachtui.model.run import Runner
     from reachtui.protocol import Protocol, protocol_from_options
     from reachtui.store import Store
-    from reachtui.summary import summarize
+    from reachtui.tables import summary_rows as summarize
     from reachtui.tasks import load_task
 
     task = load_task("demo")
