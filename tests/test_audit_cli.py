@@ -27,7 +27,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def invoke(*args):
-    from reachtui.cli import main
 
     return subprocess.run([sys.executable, "-m", "reachtui", *args], capture_output=True, text=True, cwd=ROOT)
 

@@ -3,13 +3,12 @@ recomputed from the attempts table with plain SQL."""
 
 import math
 import threading
-from dataclasses import replace
 from fractions import Fraction
 
 import pytest
 
 from fake_runner import FakeDecoding, FakeRunner, write_task
-from reachtui.audit import Audit, open_run, run_audit
+from reachtui.audit import run_audit
 from reachtui.errors import ReachError
 from reachtui.protocol import ProbeSpec, Protocol
 from reachtui.store import Store

@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 from tables_fixtures import add_run, make_task, random_data
 
+from reachtui import table_formats as F
 from reachtui import tables as T
 from reachtui.cli import cli
 from reachtui.errors import ReachError
@@ -422,20 +423,20 @@ def test_export_does_not_import_heavy_libraries(store_path, tmp_path):
 
 
 def test_formatters_escape_and_mark():
-    t = T.Table("x", "A & B_1 50%", [T.Column("name"), T.Column("share", "frac"), T.Column("d", "frac", signed=True),
-                                    T.Column("p", "pvalue"), T.Column("ok", "bool")],
+    t = F.Table("x", "A & B_1 50%", [F.Column("name"), F.Column("share", "frac"), F.Column("d", "frac", signed=True),
+                                    F.Column("p", "pvalue"), F.Column("ok", "bool")],
                 [("a|b_c & $#{}~^\\", 0.125, -0.0333, 0.00001, True), ("z", math.nan, 0.0, 1.0, None)],
                 notes=["a note"], warnings=["protocols differ"])
-    md = T.render(t, "md")
+    md = F.render(t, "md")
     assert "a\\|b_c" in md and "| 12.5 |" in md and "-3.3" in md and "<0.001" in md and "**WARNING" in md
-    tex = T.render(t, "latex")
+    tex = F.render(t, "latex")
     assert r"a|b\_c \& \$\#\{\}\textasciitilde{}\textasciicircum{}\textbackslash{}" in tex
     assert r"$-$3.3" in tex and r"share (\%)" in tex and r"\textbf{WARNING: protocols differ}" in tex
     assert tex.count("\\\\\n") == 4  # warning row, header, 2 rows
-    assert json.loads(T.render(t, "json"))[1] == {"name": "z", "share": None, "d": 0.0, "p": 1.0, "ok": None}
-    rows = list(csv.reader(io.StringIO(T.render(t, "csv"))))
+    assert json.loads(F.render(t, "json"))[1] == {"name": "z", "share": None, "d": 0.0, "p": 1.0, "ok": None}
+    rows = list(csv.reader(io.StringIO(F.render(t, "csv"))))
     assert rows[1][1:] == ["0.125", "-0.0333", "1e-05", "1"] and rows[2][1] == ""
-    assert "WARNING: protocols differ" in T.render(t, "table")
+    assert "WARNING: protocols differ" in F.render(t, "table")
 
 
 def test_mcnemar_against_hand_computed_values():
@@ -485,12 +486,12 @@ def test_blind_sql_agrees_with_the_selectors_on_ties(tmp_path):
 
 
 def test_select_rejects_unknown_columns():
-    t = T.Table("x", "x", [T.Column("a", "int")], [(1,), (2,)])
-    assert T.select(t, where="a > 1").rows == [(2,)]
+    t = F.Table("x", "x", [F.Column("a", "int")], [(1,), (2,)])
+    assert F.select(t, where="a > 1").rows == [(2,)]
     with pytest.raises(ReachError, match="unknown column"):
-        T.select(t, columns=["b"])
+        F.select(t, columns=["b"])
     with pytest.raises(ReachError, match="bad --where"):
-        T.select(t, where="a >")
+        F.select(t, where="a >")
 
 
 def test_summary_round_trip_values_match_store_queries(store_path):

@@ -305,7 +305,7 @@ class Runner:
         unique = [list(x) for x in uniq]
         width = max(len(x) for x in unique)
         if self.plain:
-            groups, size, lo = [], 0, 0
+            groups, lo = [], 0
             for u, x in enumerate(unique):   # rows come sorted by length: a group's last row is its longest
                 if u > lo and (u + 1 - lo) * len(x) > self.prefill_tokens:
                     groups.append(range(lo, u))

@@ -885,6 +885,7 @@ class ReachApp(App[None]):
         """Write a table of the open run through reachtui.tables (the questions table restricted to the
         rows on screen) to a file in the export folder; the path is shown."""
         from reachtui import tables
+        from reachtui.table_formats import render
 
         run = self.run_info
         if run is None:
@@ -897,7 +898,7 @@ class ReachApp(App[None]):
                 col = built.column_names.index("question_id")
                 built.rows = [row for row in built.rows if row[col] in shown]
                 built.notes.append(f"filter: {self.filter.label()}")
-            text = tables.render(built, fmt)
+            text = render(built, fmt)
         except ReachError as exc:
             self.notify(str(exc), severity="error")
             return None
