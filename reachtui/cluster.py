@@ -22,13 +22,15 @@ import logging
 import os
 import re
 import threading
+import time
 from collections import deque
 
 from reachtui.errors import ReachError
 
 #: How often one call may lose its worker (and a worker may be restarted) before the run fails.
 RETRIES = 3
-#: Test hook: "N:PATH" makes the worker starting its Nth call exit mid-call, once (it creates PATH).
+#: Test hook: PATH makes a worker exit mid-call (after the first intervention of a call of several), once:
+#: the worker that creates PATH.
 KILL_ENV = "REACHTUI_TEST_KILL_WORKER"
 
 _ADDRESS = re.compile(r"^(auto|ray://[\w.\-]+(:\d+)?|[\w.\-]+:\d+)$")
@@ -62,7 +64,6 @@ class Worker:
     def __init__(self, model: str, load: dict, threads: int) -> None:
         self.model, self.load, self.threads = model, load, threads
         self.runner = None
-        self.calls = 0
 
     def _runner(self):
         if self.runner is None:
@@ -92,7 +93,6 @@ class Worker:
         import queue
 
         runner = self._runner()
-        self.calls += 1
         results: queue.Queue = queue.Queue()
 
         def work() -> None:
@@ -107,19 +107,19 @@ class Worker:
             if isinstance(item, BaseException):
                 raise item
             yield item
-            self._die_if_asked()
+            if len(call.interventions) > 1:
+                _die_if_asked()
 
-    def _die_if_asked(self) -> None:
-        spec = os.environ.get(KILL_ENV)
-        if not spec:
+
+def _die_if_asked() -> None:
+    path = os.environ.get(KILL_ENV)
+    if path:
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL))     # once, whichever worker gets there first
+        except FileExistsError:
             return
-        n, path = spec.split(":", 1)
-        if self.calls == int(n):
-            try:
-                os.close(os.open(path, os.O_CREAT | os.O_EXCL))     # once, whichever worker gets there first
-            except FileExistsError:
-                return
-            os._exit(1)
+        time.sleep(1.0)             # let the delivered intervention reach the driver
+        os._exit(1)
 
 
 class RayRunner:
@@ -139,6 +139,7 @@ class RayRunner:
                              "own GPU)")
         ray = self.ray = import_ray()
         self.tokenizer = None       # set by the caller when the protocol renders prompts with a chat template
+        self.losses: list[str] = []     # one line per worker lost mid-call
         self.actors: list = []
         self.started = not ray.is_initialized()
         if self.started:
@@ -180,7 +181,7 @@ class RayRunner:
         actor = ray.remote(Worker).options(max_restarts=RETRIES, max_task_retries=0,
                                            runtime_env={"env_vars": env}, **need)
         self.actors = [actor.remote(model, load, threads) for _ in range(workers)]
-        infos = [self._get(a.info.remote()) for a in self.actors]
+        infos = [_get(ray, a.info.remote()) for a in self.actors]
         same = [{k: v for k, v in i.items() if k != "path"} for i in infos]
         if any(s != same[0] for s in same):
             diff = next(s for s in same if s != same[0])
@@ -189,64 +190,9 @@ class RayRunner:
         self.num_layers = int(self.info["num_layers"])
         self.workers = workers
 
-    def _get(self, ref):
-        """ray.get, a worker's ReachError as one line (any other error keeps the worker's traceback)."""
-        try:
-            return self.ray.get(ref)
-        except self.ray.exceptions.RayTaskError as exc:
-            if isinstance(exc.cause, ReachError):
-                raise ReachError(str(exc.cause)) from None
-            raise
-
     def run_calls(self, calls: list, cancel=None):
-        """Yield (call index, intervention index, generations) for every intervention of every call, each
-        once, in the order the workers finish them. Stops early (cancelling the work in flight) when
-        `cancel` is set or the consumer stops."""
-        ray = self.ray
-        left = {c: list(range(len(call.interventions))) for c, call in enumerate(calls)}   # not yet delivered
-        pending = deque(range(len(calls)))
-        idle = list(self.actors)
-        running: dict = {}          # stream -> (actor, call index, the call's intervention indices it runs)
-        lost: dict[int, int] = {}
-        try:
-            while pending or running:
-                while pending and idle:
-                    c, actor = pending.popleft(), idle.pop(0)
-                    kept = list(left[c])
-                    call = calls[c] if len(kept) == len(calls[c].interventions) else calls[c].only(kept)
-                    running[actor.run.options(num_returns="streaming").remote(call)] = (actor, c, kept)
-                if not running:
-                    raise ReachError("every Ray worker died; the run is resumable")
-                if cancel is not None and cancel.is_set():
-                    return
-                ready, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
-                for stream in ready:
-                    actor, c, kept = running[stream]
-                    try:
-                        i, gens = self._get(next(stream))
-                    except StopIteration:
-                        del running[stream]
-                        idle.append(actor)
-                        continue
-                    except ray.exceptions.RayActorError as exc:
-                        del running[stream]
-                        if not isinstance(exc, ray.exceptions.ActorDiedError):
-                            idle.append(actor)          # Ray restarts it; calls sent meanwhile wait for it
-                        lost[c] = lost.get(c, 0) + 1
-                        if lost[c] >= RETRIES:
-                            raise ReachError(f"a generation job lost its Ray worker {lost[c]} times (last: "
-                                             f"{_one_line(exc)}); the run is resumable") from None
-                        if left[c]:
-                            pending.appendleft(c)
-                        continue
-                    left[c].remove(kept[i])
-                    yield c, kept[i], gens
-        finally:
-            for stream in running:
-                try:
-                    ray.cancel(stream)
-                except Exception:  # noqa: BLE001 - best effort: close() kills the workers anyway
-                    pass
+        """See `stream_calls` (the engine's seam: a runner with workers of its own)."""
+        return stream_calls(self.ray, self.actors, calls, cancel=cancel, losses=self.losses)
 
     def close(self) -> None:
         for actor in self.actors:
@@ -263,3 +209,69 @@ class RayRunner:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _get(ray, ref):
+    """ray.get; a worker's ReachError as one line (any other error keeps the worker's traceback)."""
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as exc:
+        if isinstance(exc.cause, ReachError):
+            raise ReachError(str(exc.cause)) from None
+        raise
+
+
+def stream_calls(ray, actors: list, calls: list, *, cancel=None, losses: list | None = None):
+    """Run `calls` (reachtui.audit.Call) on `actors` (`Worker`s), one call per actor at a time, and yield
+    (call index, intervention index, generations) for every intervention of every call, each once, in the
+    order they finish. A call whose worker is lost goes back to the queue with the interventions not yet
+    delivered (a line on `losses`); after RETRIES losses the run fails. Stops early (cancelling the work in
+    flight) when `cancel` is set or the consumer stops."""
+    left = {c: list(range(len(call.interventions))) for c, call in enumerate(calls)}   # not yet delivered
+    pending = deque(range(len(calls)))
+    idle = list(actors)
+    running: dict = {}          # stream -> (actor, call index, the call's intervention indices it runs)
+    lost: dict[int, int] = {}
+    try:
+        while pending or running:
+            while pending and idle:
+                c, actor = pending.popleft(), idle.pop(0)
+                kept = list(left[c])
+                call = calls[c] if len(kept) == len(calls[c].interventions) else calls[c].only(kept)
+                running[actor.run.options(num_returns="streaming").remote(call)] = (actor, c, kept)
+            if not running:
+                raise ReachError("every Ray worker died; the run is resumable")
+            if cancel is not None and cancel.is_set():
+                return
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
+            for stream in ready:
+                actor, c, kept = running[stream]
+                try:
+                    i, gens = _get(ray, next(stream))
+                except StopIteration:
+                    del running[stream]
+                    idle.append(actor)
+                    continue
+                except ray.exceptions.RayActorError as exc:
+                    del running[stream]
+                    if losses is not None:
+                        losses.append(f"a Ray worker was lost mid-job ({type(exc).__name__}): "
+                                      f"{len(kept) - len(left[c])} of {len(kept)} interventions were done, "
+                                      f"{len(left[c])} sent again")
+                    if not isinstance(exc, ray.exceptions.ActorDiedError):
+                        idle.append(actor)          # Ray restarts it; calls sent meanwhile wait for it
+                    lost[c] = lost.get(c, 0) + 1
+                    if lost[c] >= RETRIES:
+                        raise ReachError(f"a generation job lost its Ray worker {lost[c]} times (last: "
+                                         f"{_one_line(exc)}); the run is resumable") from None
+                    if left[c]:
+                        pending.appendleft(c)
+                    continue
+                left[c].remove(kept[i])
+                yield c, kept[i], gens
+    finally:
+        for stream in running:
+            try:
+                ray.cancel(stream)
+            except Exception:  # noqa: BLE001 - best effort: close() kills the workers anyway
+                pass

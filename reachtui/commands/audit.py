@@ -319,6 +319,8 @@ def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, 
         if ray_address is not None:
             runner.close()
     wall = time.monotonic() - t0
+    for line in getattr(runner, "losses", ()):
+        err.print(f"[yellow]{line}[/]")
 
     table, rows = summary_table(store, result.run_id)
     out.print(table)
