@@ -33,15 +33,20 @@ RETRIES = 3
 #: the worker that creates PATH.
 KILL_ENV = "REACHTUI_TEST_KILL_WORKER"
 
-_ADDRESS = re.compile(r"^(auto|ray://[\w.\-]+(:\d+)?|[\w.\-]+:\d+)$")
+_ADDRESS = re.compile(r"^(auto|[\w.\-]+:\d+)$")
 
 
 def check_address(address: str) -> str:
-    """`--ray` ADDRESS: "" (start Ray here), auto, HOST:PORT or ray://HOST[:PORT]. No ray import."""
+    """`--ray` ADDRESS: "" (start Ray here), auto or HOST:PORT (a running cluster). No ray import. Ray Client
+    (ray://) is left out: it needs grpcio and the cluster's auth token on the client, and a long audit is
+    better run on a node of the cluster (`ray job submit -- reachtui audit ... --ray auto`)."""
     address = address.strip()
+    if address.startswith("ray://"):
+        raise ReachError(f"--ray {address}: Ray Client is not supported; run reachtui on a node of the cluster "
+                         "with --ray auto (e.g. through ray job submit)")
     if address and not _ADDRESS.match(address):
         raise ReachError(f"--ray {address!r}: give no value (start Ray here), auto (the cluster this machine "
-                         "belongs to), HOST:PORT or ray://HOST:PORT")
+                         "belongs to) or HOST:PORT (its head node)")
     return address
 
 
@@ -123,8 +128,9 @@ def _die_if_asked() -> None:
 
 
 class RayRunner:
-    """The engine's runner under `--ray`: a pool of `Worker` actors. Use as a context manager (or `close()`):
-    it kills the workers, and stops Ray if it started it."""
+    """The engine's runner under `--ray`: a pool of `Worker` actors. `address`: "" starts Ray here, else the
+    running cluster to join (if this process has Ray up already, e.g. in tests, that one is used). Use as a
+    context manager (or `close()`): it kills the workers, and stops Ray if it started it."""
 
     def __init__(self, model: str, *, address: str = "", workers: int | None = None, threads: int = 1,
                  device: str = "auto", dtype: str = "auto", trust_remote_code: bool = False,
@@ -145,7 +151,7 @@ class RayRunner:
         if self.started:
             os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")   # nothing leaves the machine unasked
             try:
-                ray.init(address=address or None, include_dashboard=False, log_to_driver=False,
+                ray.init(address=address or "local", include_dashboard=False, log_to_driver=False,
                          logging_level=logging.ERROR)
             except Exception as exc:  # noqa: BLE001 - ConnectionError, RuntimeError, ...
                 raise ReachError(f"cannot start or reach Ray{' at ' + address if address else ''}: "

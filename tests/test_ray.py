@@ -112,6 +112,7 @@ def test_a_job_that_keeps_killing_its_worker_fails_with_one_line(ray_local):
 
 @pytest.mark.parametrize("args,msg", [
     (["--ray", "not an address"], "--ray 'not an address': give no value (start Ray here), auto"),
+    (["--ray", "ray://head:10001"], "--ray ray://head:10001: Ray Client is not supported"),
     (["--workers", "2"], "--workers needs --ray"),
     (["--ray", "--workers", "0"], "--workers must be at least 1, not 0"),
     (["--ray", "auto", "--device-map", "auto"], "--device-map and --ray"),

@@ -204,8 +204,8 @@ class _Bar:
                    "worker, default 1.")
 @click.option("--ray", "ray_address", is_flag=False, flag_value="", default=None, metavar="[ADDRESS]",
               help="Generate on Ray workers (one model per GPU, else per --threads CPUs); this process grades "
-                   "and stores every attempt. No ADDRESS: start Ray on this machine; auto, HOST:PORT or "
-                   "ray://HOST:PORT: use that cluster. MODEL must load on every node. Needs reachtui[ray].")
+                   "and stores every attempt. No ADDRESS: start Ray on this machine; auto or HOST:PORT: use "
+                   "that running cluster. MODEL must load on every node. Needs reachtui[ray].")
 @click.option("--workers", type=int, default=None,
               help="Ray workers. [default: one per GPU in the cluster, else its CPUs // --threads]")
 @click.option("--trust-remote-code", is_flag=True, help="Allow the model's own code (off by default).")
