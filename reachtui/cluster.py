@@ -12,8 +12,8 @@ A worker lost mid-call (its process or its node died) is restarted by Ray, and t
 queue holding only the interventions not yet delivered: nothing is generated twice, nothing is lost. A
 call that loses its worker `RETRIES` times fails the run (resumable) with one line.
 
-`ray` is imported only here, and only when `--ray` is used; the model (torch, transformers) is loaded only
-by the workers, each in its own process.
+`ray` is imported only here, and only when `--ray` is used. The model is loaded only by the workers, each in
+its own process; this process imports torch for the calls' `Decoding` and the workers' `Generation`s alone.
 """
 
 from __future__ import annotations
@@ -36,10 +36,16 @@ KILL_ENV = "REACHTUI_TEST_KILL_WORKER"
 _ADDRESS = re.compile(r"^(auto|[\w.\-]+:\d+)$")
 
 
-def check_address(address: str) -> str:
-    """`--ray` ADDRESS: "" (start Ray here), auto or HOST:PORT (a running cluster). No ray import. Ray Client
-    (ray://) is left out: it needs grpcio and the cluster's auth token on the client, and a long audit is
-    better run on a node of the cluster (`ray job submit -- reachtui audit ... --ray auto`)."""
+def check_options(address: str, workers: int | None = None, device: str = "auto") -> str:
+    """The `--ray` options, checked before anything starts (no ray import); returns the address.
+
+    ADDRESS: "" (start Ray here), auto or HOST:PORT (a running cluster). Ray Client (ray://) is left out: it
+    needs grpcio and the cluster's auth token on the client, and a long audit is better run on a node of the
+    cluster (`ray job submit -- reachtui audit ... --ray auto`)."""
+    if workers is not None and workers < 1:
+        raise ReachError(f"--workers must be at least 1, not {workers}")
+    if (device or "auto") not in ("auto", "cpu", "cuda"):
+        raise ReachError(f"--device {device} with --ray: use auto, cpu or cuda (each worker is given its own GPU)")
     address = address.strip()
     if address.startswith("ray://"):
         raise ReachError(f"--ray {address}: Ray Client is not supported; run reachtui on a node of the cluster "
@@ -135,14 +141,9 @@ class RayRunner:
     def __init__(self, model: str, *, address: str = "", workers: int | None = None, threads: int = 1,
                  device: str = "auto", dtype: str = "auto", trust_remote_code: bool = False,
                  allow_download: bool = False) -> None:
-        address = check_address(address)
-        if workers is not None and workers < 1:
-            raise ReachError(f"--workers must be at least 1, not {workers}")
+        address = check_options(address, workers, device)
         if threads < 1:
             raise ReachError(f"--threads must be at least 1, not {threads}")
-        if (device or "auto") not in ("auto", "cpu", "cuda"):
-            raise ReachError(f"--device {device} with --ray: use auto, cpu or cuda (each worker is given its "
-                             "own GPU)")
         ray = self.ray = import_ray()
         self.tokenizer = None       # set by the caller when the protocol renders prompts with a chat template
         self.losses: list[str] = []     # one line per worker lost mid-call

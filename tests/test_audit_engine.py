@@ -172,8 +172,8 @@ class WorkersRunner(FakeRunner):
     def run_calls(self, calls, cancel=None):
         self.sizes = getattr(self, "sizes", []) + [len(calls)]
         for c in reversed(range(len(calls))):
-            done = []
-            calls[c].run(self, lambda i, gens: done.append((i, gens)))
+            done: list[tuple] = []
+            calls[c].run(self, lambda i, gens, done=done: done.append((i, gens)))
             for i, gens in reversed(done):
                 if cancel is not None and cancel.is_set():
                     return

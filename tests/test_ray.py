@@ -116,6 +116,7 @@ def test_a_job_that_keeps_killing_its_worker_fails_with_one_line(ray_local):
     (["--workers", "2"], "--workers needs --ray"),
     (["--ray", "--workers", "0"], "--workers must be at least 1, not 0"),
     (["--ray", "auto", "--device-map", "auto"], "--device-map and --ray"),
+    (["--ray", "--device", "cuda:1"], "--device cuda:1 with --ray: use auto, cpu or cuda"),
     (["--ray", "--no-ray-installed"], "--ray needs Ray: pip install 'reachtui[ray]'"),
 ])
 def test_bad_ray_input_is_one_line_before_the_store_is_touched(tmp_path, monkeypatch, capsys, args, msg):

@@ -211,8 +211,8 @@ class _Bar:
 @click.option("--trust-remote-code", is_flag=True, help="Allow the model's own code (off by default).")
 @click.option("--allow-download", is_flag=True, help="Fetch the model from the Hugging Face hub if not cached.")
 def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, store_path, protocol_file,
-          run_id, new_run, device, dtype, device_map, offload_folder, batch_size, max_new_tokens, threads, ray_address, workers, trust_remote_code,
-          allow_download):
+          run_id, new_run, device, dtype, device_map, offload_folder, batch_size, max_new_tokens, threads,
+          ray_address, workers, trust_remote_code, allow_download):
     """Audit MODEL on TASK: realized (default decoding) vs reachable (some attempt of a probe) per
     question; every attempt stored, resumable. MODEL is `demo`, a directory, or a cached HF id."""
     from rich.console import Console
@@ -236,13 +236,11 @@ def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, 
     if run_id is not None and new_run:
         raise ReachError("--run and --new contradict each other")
     if ray_address is not None:
-        from reachtui.cluster import check_address, import_ray
+        from reachtui.cluster import check_options, import_ray
 
-        ray_address = check_address(ray_address)
         if device_map is not None:
             raise ReachError("--device-map and --ray: each Ray worker loads the whole model on its own device")
-        if workers is not None and workers < 1:
-            raise ReachError(f"--workers must be at least 1, not {workers}")
+        ray_address = check_options(ray_address, workers, device)
         import_ray()
     elif workers is not None:
         raise ReachError("--workers needs --ray")
@@ -278,7 +276,8 @@ def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, 
             loaded = load_model(model, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
                                 allow_download=allow_download, device_map=device_map, offload_folder=offload_folder)
             runner = Runner(loaded)
-        info = dict(name=loaded.name, path=str(loaded.path), model_class=loaded.arch.model_class, **_versions(loaded))
+        info = dict(name=loaded.name, path=str(loaded.path), model_class=loaded.arch.model_class,
+                    **_versions(loaded))
         where = ""
     else:
         with err.status(f"starting Ray workers, each loading {model} ..."):
