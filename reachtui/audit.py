@@ -30,7 +30,8 @@ the MLP scan: chunks of `batch_size` questions, each with every route (every sil
 prefills the chunk's prompts once for all of them (`Runner.generate_many`, bit-identical to one call per
 intervention). A resumed run rebuilds the same plan, skips the keys already stored (`done_keys`) and so
 regenerates exactly the attempts that were lost, in the same batches (so even greedy rows see the same
-batch companions - keep the same --batch-size).
+batch companions): the batch size is stored with the run (`--batch-size`, else the runner's estimate from
+its memory), and a resumed run keeps it. Out-of-memory halvings inside the runner are stored as run events.
 MCTS resume replays each question's stored attempts through its search (a pure function of its seed and
 the rewards it observed) before proposing anything new.
 
@@ -271,7 +272,7 @@ def open_run(store, *, model_name: str, model_path: str | None, model_class: str
 class Audit:
     """Runs (or continues) one audit run. Construct, then `run()`."""
 
-    def __init__(self, store, runner, run_id: int, *, batch_size: int = 64, mlp_scan: str | None = None,
+    def __init__(self, store, runner, run_id: int, *, batch_size: int | None = None, mlp_scan: str | None = None,
                  on_event: Callable[[Progress], None] | None = None, cancel=None,
                  decoding_factory: Callable[..., Any] | None = None, resumed: bool = False) -> None:
         from reachtui.protocol import Protocol
@@ -284,7 +285,6 @@ class Audit:
         if self.protocol.hash() != self.run_row["protocol_hash"]:
             raise ReachError(f"run {run_id}: its stored protocol no longer hashes to {self.run_row['protocol_hash']} "
                              f"(made by another reachtui version?); start a new run")
-        self.batch_size = max(1, int(batch_size))
         self.mlp_probe = mlp_scan
         self.on_event = on_event
         self.cancel = cancel
@@ -299,6 +299,8 @@ class Audit:
         self.prompts = [self.protocol.render_prompt(q["question"], tokenizer) for q in self.questions]
         # questions in order of prompt length: a batch holds prompts of similar length, so little padding
         self.by_length = sorted(range(len(self.prompts)), key=lambda i: (len(self.prompts[i]), i))
+        self.batch_size = self._choose_batch_size(batch_size)
+        self._oom_seen = getattr(runner, "batch_size_hint", None)
         self.generated = 0
         self._t0 = time.monotonic()
         self._phase = ""
@@ -312,6 +314,33 @@ class Audit:
             self.phases.append("mlp_scan")
 
     # -- helpers ---------------------------------------------------------------------------------------
+    def _choose_batch_size(self, asked: int | None) -> int:
+        """--batch-size if given; else the run's own (a resumed run keeps its batches, so its numbers come
+        out the same); else the runner's estimate from memory. Stored with the run, and why in its events."""
+        stored = self.run_row.get("batch_size")
+        if asked is not None:
+            size, why = max(1, int(asked)), "--batch-size"
+        elif stored:
+            return int(stored)
+        else:
+            routed = any(p.name != "sample" for p in self.protocol.probes)
+            longest = max(self.L, math.floor(self.protocol.route_sampler.max_frac * self.L)) if routed else self.L
+            suggest = getattr(self.runner, "suggest_batch_size", None)
+            size, why = suggest(self.prompts, self.protocol.max_new_tokens, longest) if suggest else (64, "default")
+            why = f"auto: {why}"
+        if size != stored:
+            self.store.set_run_batch_size(self.run_id, size)
+            self.store.add_run_event(self.run_id, "batch_size", f"{size} ({why})")
+        return size
+
+    def _note_out_of_memory(self) -> None:
+        """Record a batch the runner halved after running out of memory (the run goes on)."""
+        hint = getattr(self.runner, "batch_size_hint", None)
+        if hint is not None and hint != self._oom_seen:
+            self._oom_seen = hint
+            detail = f"out of memory in {self._phase}: generation batches halved to {hint} prompts"
+            self.store.add_run_event(self.run_id, "out_of_memory", detail)
+
     def _decoding(self, temperature: float, top_p: float):
         kw = dict(max_new_tokens=self.protocol.max_new_tokens, temperature=temperature, top_p=top_p,
                   stop=tuple(self.protocol.stop))
@@ -366,6 +395,7 @@ class Audit:
                 compute=g.compute))
         self.store.insert_attempts(self.run_id, rows)
         self.generated += len(rows)
+        self._note_out_of_memory()
         return rows
 
     @staticmethod
@@ -622,7 +652,7 @@ class Audit:
 
 
 def run_audit(store, runner, *, model_name: str, model_path: str | None = None, model_class: str | None = None,
-              task, protocol, limit: int | None = None, run_id: int | None = None, batch_size: int = 64,
+              task, protocol, limit: int | None = None, run_id: int | None = None, batch_size: int | None = None,
               mlp_scan: str | None = None, on_event=None, cancel=None, versions=None, new: bool = False,
               decoding_factory=None) -> AuditResult:
     """Open (or resume) the run and execute it. See `open_run` and `Audit`."""

@@ -36,6 +36,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
+#: Bump when a change to extraction or equivalence can change a grade: it is part of every protocol's hash
+#: from version 2 on, so runs graded differently are never compared as matched.
+GRADER_VERSION = 1
+
 FORMATS = ("number", "math", "choice", "exact")
 RULES = ("hash", "the_answer_is", "boxed", "answer_colon", "last_number", "choice", "exact")
 MAX_MATH_CHARS = 300  # longer answers never reach sympy (it has no timeout in threads)

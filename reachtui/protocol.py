@@ -237,6 +237,7 @@ class Protocol:
         if not isinstance(d, dict):
             raise ReachError("protocol: expected a table of settings")
         d = dict(d)
+        d.pop("grader", None)    # written by canonical_json; the running grader's version is what counts
         _known(d, cls, "")
         if d.get("chat") is True and "template" not in d:
             d["template"] = CHAT_TEMPLATE
@@ -257,12 +258,17 @@ class Protocol:
 
     def canonical_json(self) -> str:
         """`to_dict()` as sorted compact JSON, without the fields added after the first release while
-        they hold the value that release used (`LATER_FIELDS`): older runs keep their hashes."""
+        they hold the value that release used (`LATER_FIELDS`): older runs keep their hashes. The
+        grader's version joins from version 2 on: a run stored under another grader no longer matches."""
+        from reachtui.grading import GRADER_VERSION
+
         d = self.to_dict()
         for table, name, old in LATER_FIELDS:
             holder = d[table] if table else d
             if holder.get(name) == old:
                 del holder[name]
+        if GRADER_VERSION != 1:            # the grader that decides "correct" (version 1: before it counted)
+            d["grader"] = GRADER_VERSION
         return json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
     def hash(self) -> str:

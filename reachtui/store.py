@@ -7,7 +7,7 @@ use `store.conn` (the plain sqlite3 connection); `store.db` is its sqlite-utils 
 that a reader's start-up never pays for importing sqlite-utils. Several writes in one transaction:
 `with store.transaction(): ...` (every write method is its own transaction otherwise).
 
-Schema (version 1; real foreign keys, so `sqlite-utils` and datasette can follow them):
+Schema (version 2; real foreign keys, so `sqlite-utils` and datasette can follow them):
 
     meta(key PK, value)                         schema_version, app = "reachtui"
     models(id, name UNIQUE, path, model_class, num_layers)
@@ -15,8 +15,11 @@ Schema (version 1; real foreign keys, so `sqlite-utils` and datasette can follow
     questions(id, task_id->tasks, qid, idx, question, gold, solution, UNIQUE(task_id, qid))
     runs(id, model_id->models, task_id->tasks, protocol_json, protocol_hash, status, source, n_questions,
          limit_n, created_at, updated_at, finished_at, reachtui_version, torch_version,
-         transformers_version, device, dtype, note)
-         status in running|complete|failed|cancelled; source in audit|import
+         transformers_version, device, dtype, note, batch_size)
+         status in running|complete|failed|cancelled; source in audit|import; batch_size: prompts per
+         generation job (an audit resumes with it, so its batches and numbers come out the same)
+    run_events(id, run_id->runs, kind, detail, created_at)   what happened to a run besides its attempts:
+         "batch_size" (chosen, and why), "out_of_memory" (the batch was halved, never a crash)
     run_questions(run_id->runs, question_id->questions, PK(run_id, question_id))   the run's question set
     attempts(id, run_id->runs, question_id->questions, probe, attempt, route, silenced, temperature, seed,
              text, answer, rule, correct, mean_logprob, new_tokens, layers_executed, compute, created_at,
@@ -52,7 +55,7 @@ from reachtui.store_queries import StoreQueries
 if TYPE_CHECKING:
     from sqlite_utils import Database
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 APP_NAME = "reachtui"
 RUN_STATUSES = ("running", "complete", "failed", "cancelled")
 RUN_SOURCES = ("audit", "import")
@@ -136,6 +139,17 @@ CREATE INDEX explorations_by_run ON explorations (run_id);
 """
 
 
+_SCHEMA_V2 = f"""
+ALTER TABLE runs ADD COLUMN batch_size INTEGER;
+CREATE TABLE run_events (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    kind TEXT NOT NULL, detail TEXT,
+    created_at TEXT NOT NULL DEFAULT ({NOW}));
+CREATE INDEX run_events_by_run ON run_events (run_id);
+"""
+
+
 def _migrate_to_1(db: Database) -> None:
     for statement in _SCHEMA_V1.split(";\n"):
         if statement.strip():
@@ -145,8 +159,14 @@ def _migrate_to_1(db: Database) -> None:
     db.conn.execute("INSERT INTO meta (key, value) VALUES ('app', ?)", (APP_NAME,))
 
 
+def _migrate_to_2(db: Database) -> None:
+    for statement in _SCHEMA_V2.split(";\n"):
+        if statement.strip():
+            db.conn.execute(statement)
+
+
 #: version -> function bringing a store from version-1 to version (run inside one IMMEDIATE transaction).
-MIGRATIONS = {1: _migrate_to_1}
+MIGRATIONS = {1: _migrate_to_1, 2: _migrate_to_2}
 
 
 def default_store_path() -> Path:
@@ -366,6 +386,15 @@ class Store(StoreQueries):
             if question_ids is not None:
                 self._add_run_questions(run_id, question_ids)
         return run_id
+
+    def set_run_batch_size(self, run_id: int, batch_size: int) -> None:
+        with self._write():
+            self.conn.execute("UPDATE runs SET batch_size = ? WHERE id = ?", (int(batch_size), int(run_id)))
+
+    def add_run_event(self, run_id: int, kind: str, detail: str | None = None) -> None:
+        with self._write():
+            self.conn.execute("INSERT INTO run_events (run_id, kind, detail) VALUES (?, ?, ?)",
+                              (int(run_id), kind, detail))
 
     def add_run_questions(self, run_id: int, question_ids: Iterable[int]) -> None:
         """Add questions to the run's question set (duplicates ignored); keeps runs.n_questions exact."""

@@ -47,7 +47,7 @@ def fts_query(text: str, *, prefix: bool = False) -> str | None:
 
 
 _RUN_COLUMNS = """r.id, r.model_id, r.task_id, m.name AS model, t.name AS task, r.status, r.source,
-    r.protocol_hash, r.n_questions, r.limit_n, r.created_at, r.updated_at, r.finished_at"""
+    r.protocol_hash, r.n_questions, r.limit_n, r.batch_size, r.created_at, r.updated_at, r.finished_at"""
 
 
 class StoreQueries:
@@ -79,6 +79,12 @@ class StoreQueries:
                  AND a.attempt = 0 AND a.correct = 1) AS n_realized
             FROM runs r JOIN models m ON m.id = r.model_id JOIN tasks t ON t.id = r.task_id
             ORDER BY r.id""")
+
+    def run_events(self, run_id: int) -> list[dict]:
+        """The run's events (batch size chosen, out-of-memory halvings), oldest first."""
+        cur = self.conn.execute("SELECT kind, detail, created_at FROM run_events WHERE run_id = ? ORDER BY id",
+                                (int(run_id),))
+        return [dict(zip(("kind", "detail", "created_at"), row)) for row in cur]
 
     def get_run(self, run_id: int) -> dict:
         """The run row with its model's and task's fields; ReachError if there is no such run."""

@@ -27,7 +27,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def invoke(*args):
-    from reachtui.cli import main
 
     return subprocess.run([sys.executable, "-m", "reachtui", *args], capture_output=True, text=True, cwd=ROOT)
 
@@ -166,10 +165,10 @@ def test_sigkill_at_random_moments_then_rerun_equals_uninterrupted(tmp_path):
     assert after[0] == ref_data[0]                 # exactly the attempts, no loss, no duplicates
     assert after[1:3] == ref_data[1:3]             # the same frozen failure sets and MLP scan
     # The closing summary's numbers, recomputed from the attempts table with plain SQL.
-    from reachtui.summary import summarize
+    from reachtui.tables import summary_rows
 
     st = Store(store, readonly=True)
-    rows = {r["probe"]: r for r in summarize(st, 1)}
+    rows = {r["probe"]: r for r in summary_rows(st, 1)}
     sql = lambda q, *a: st.conn.execute(q, a).fetchone()[0]  # noqa: E731
     realized = sql("SELECT avg(correct) FROM attempts WHERE probe = 'realized'")
     assert rows["realized"]["realized"] == pytest.approx(realized)

@@ -3,17 +3,17 @@ recomputed from the attempts table with plain SQL."""
 
 import math
 import threading
-from dataclasses import replace
 from fractions import Fraction
 
 import pytest
 
 from fake_runner import FakeDecoding, FakeRunner, write_task
-from reachtui.audit import Audit, open_run, run_audit
+from reachtui.audit import run_audit
 from reachtui.errors import ReachError
 from reachtui.protocol import ProbeSpec, Protocol
 from reachtui.store import Store
-from reachtui.summary import mlp_best, summarize
+from reachtui.tables import mlp_best
+from reachtui.tables import summary_rows as summarize
 from reachtui.tasks import load_task
 
 PROBES = (ProbeSpec("sample", budget=4), ProbeSpec("routes", budget=4), ProbeSpec("mcts", budget=4),
@@ -321,3 +321,50 @@ def test_failure_mid_run_marks_failed_and_resumes(tmp_path, task):
     ref_store = Store(tmp_path / "ref.sqlite")
     ref = audit(ref_store, task)
     assert attempts_of(store, run["id"]) == attempts_of(ref_store, ref.run_id)
+
+
+def test_batch_size_is_estimated_stored_and_kept_on_resume(tmp_path, task):
+    """No --batch-size: the runner's estimate sizes the jobs and is stored with the run (and why); a resumed
+    run keeps it even if the estimate changed; an explicit --batch-size wins and is recorded."""
+    class Sized(FakeRunner):
+        def __init__(self, size):
+            super().__init__()
+            self.size = size
+
+        def suggest_batch_size(self, prompts, max_new_tokens, route_len):
+            assert len(prompts) == 12 and route_len == math.floor(1.2 * 8)
+            return self.size, "fake memory"
+
+    store = Store(tmp_path / "s.sqlite")
+    cancel = threading.Event()
+    first = Sized(3)
+    res = audit(store, task, runner=first, batch_size=None, cancel=cancel,
+                on_event=lambda ev: cancel.set() if ev.phase == "sample" and ev.generated else None)
+    assert res.status == "cancelled"
+    assert max(n for n, *_ in first.calls) == 3
+    assert store.get_run(res.run_id)["batch_size"] == 3
+    second = Sized(7)
+    assert audit(store, task, runner=second, batch_size=None).status == "complete"
+    assert max(n for n, *_ in second.calls) == 3                  # the run's own size, not the new estimate
+    events = [(e["kind"], e["detail"]) for e in store.run_events(res.run_id)]
+    assert events == [("batch_size", "3 (auto: fake memory)")]
+    ref_store = Store(tmp_path / "ref.sqlite")
+    ref = audit(ref_store, task, batch_size=3)
+    assert attempts_of(store, res.run_id) == attempts_of(ref_store, ref.run_id)
+    assert [(e["kind"], e["detail"]) for e in ref_store.run_events(ref.run_id)] == [("batch_size", "3 (--batch-size)")]
+
+
+def test_out_of_memory_halving_is_recorded_and_the_run_goes_on(tmp_path, task):
+    class Tight(FakeRunner):
+        batch_size_hint = None
+
+        def generate(self, prompts, **kw):
+            if len(self.calls) == 4:
+                self.batch_size_hint = 2          # what Runner does when a batch ran out of memory
+            return super().generate(prompts, **kw)
+
+    store = Store(tmp_path / "s.sqlite")
+    res = audit(store, task, runner=Tight())
+    assert res.status == "complete"
+    ooms = [e["detail"] for e in store.run_events(res.run_id) if e["kind"] == "out_of_memory"]
+    assert ooms == ["out of memory in sample: generation batches halved to 2 prompts"]

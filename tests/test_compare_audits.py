@@ -98,7 +98,7 @@ def test_compare_of_two_audits_equals_plain_sql(audits):
 
 
 def test_summary_export_of_an_audit_equals_the_closing_summary(audits):
-    from reachtui.summary import summarize
+    from reachtui.tables import summary_rows as summarize
 
     path, a, b, _ = audits
     res = CliRunner().invoke(cli, ["export", "summary", "--run", str(b), "--store", str(path), "--json"])

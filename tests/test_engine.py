@@ -567,3 +567,25 @@ def test_a_rendered_chat_prompt_gets_no_second_bos():
     assert Runner.encode(runner, "hi") == [1, ord("h"), ord("i")]
     assert Runner.encode(runner, "<s>hi")[0] == ord("<")  # the template's own BOS, no extra 1 in front
     assert 1 not in Runner.encode(runner, "<s>hi")
+
+
+def test_batch_size_suggestion_from_free_memory(monkeypatch):
+    """CPU: 64. GPU: as many prompts as 80% of the free memory holds after the prefill's room, from the
+    KV bytes a token takes at one position (measured) x (longest prompt + new tokens) x route length."""
+    r = runner("llama")
+    assert r.suggest_batch_size(PROMPTS, 8, 4) == (64, "cpu")
+    kv = r._kv_bytes_per_token()
+    assert kv == 2 * 2 * 8 * 4                     # K and V, 2 KV heads (GQA) of 8 dims, float32
+
+    class Cuda:
+        type = "cuda"
+
+    monkeypatch.setattr(r, "device", Cuda())
+    reserve = r.prefill_tokens * (4 * 32 + 3 * r.arch.config.intermediate_size) * 4 + r.share_bytes
+    longest = max(len(r.encode(p)) for p in PROMPTS) + 8
+    per_row = longest * 6 * kv + 3 * 4 * r.model.config.vocab_size
+    for free, want in ((reserve / 0.8 + 10.5 * per_row / 0.8, 10), (reserve / 0.8, 1), (10 * reserve, 512)):
+        monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device, f=free: (int(f), int(4 * f)))
+        size, why = r.suggest_batch_size(PROMPTS, 8, 6)
+        assert size == want, (free, size, why)
+    assert "GiB free" in why and f"{longest} tokens x 6 layers" in why

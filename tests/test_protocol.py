@@ -81,6 +81,17 @@ def test_hashes_of_runs_stored_before_a_setting_existed_do_not_change():
     assert '"widening"' not in Protocol().canonical_json() and Protocol().to_dict()["mcts"]["widening"] == 2.0
 
 
+def test_the_graders_version_is_part_of_the_hash(monkeypatch):
+    import reachtui.grading
+
+    before = Protocol().hash()
+    monkeypatch.setattr(reachtui.grading, "GRADER_VERSION", 2)
+    stored = json.loads(Protocol().canonical_json())
+    assert stored["grader"] == 2 and Protocol().hash() != before
+    assert Protocol.from_dict(stored) == Protocol()
+    assert Protocol.from_dict(stored).hash() == Protocol().hash()
+
+
 def test_equal_protocols_written_differently_hash_the_same():
     a = replace(FIXED, probes=tuple(reversed(FIXED.probes)), max_new_tokens=64.0)
     assert a == FIXED and a.hash() == FIXED.hash()

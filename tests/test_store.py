@@ -105,6 +105,27 @@ def test_reopening_is_idempotent_and_keeps_data(tmp_path, run):
             assert again.db.execute("SELECT count(*) FROM meta WHERE key = 'schema_version'").fetchone()[0] == 1
 
 
+def test_a_version_1_store_is_migrated_keeping_its_runs(tmp_path, run):
+    """Stores written before run events existed: opened for writing, they gain runs.batch_size and
+    run_events; their runs and attempts stay; a reader asks for one writable open first."""
+    path = tmp_path / "s" / "audit.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE run_events")
+    conn.execute("ALTER TABLE runs DROP COLUMN batch_size")
+    conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    assert "schema version 1" in _one_line_error(lambda: Store(path, readonly=True))
+    with Store(path) as migrated:
+        assert [r["id"] for r in migrated.list_runs()] == [run[0]]
+        assert migrated.get_run(run[0])["batch_size"] is None
+        migrated.set_run_batch_size(run[0], 32)
+        migrated.add_run_event(run[0], "out_of_memory", "batch 32 -> 16")
+    with Store(path, readonly=True) as ro:
+        assert ro.get_run(run[0])["batch_size"] == 32
+        assert [(e["kind"], e["detail"]) for e in ro.run_events(run[0])] == [("out_of_memory", "batch 32 -> 16")]
+
+
 def test_default_store_path(monkeypatch, tmp_path):
     monkeypatch.delenv("REACHTUI_STORE", raising=False)
     assert str(default_store_path()) == "store/reachtui.sqlite"

@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 from tables_fixtures import add_run, make_task, random_data
 
+from reachtui import table_formats as F
 from reachtui import tables as T
 from reachtui.cli import cli
 from reachtui.errors import ReachError
@@ -422,20 +423,20 @@ def test_export_does_not_import_heavy_libraries(store_path, tmp_path):
 
 
 def test_formatters_escape_and_mark():
-    t = T.Table("x", "A & B_1 50%", [T.Column("name"), T.Column("share", "frac"), T.Column("d", "frac", signed=True),
-                                    T.Column("p", "pvalue"), T.Column("ok", "bool")],
+    t = F.Table("x", "A & B_1 50%", [F.Column("name"), F.Column("share", "frac"), F.Column("d", "frac", signed=True),
+                                    F.Column("p", "pvalue"), F.Column("ok", "bool")],
                 [("a|b_c & $#{}~^\\", 0.125, -0.0333, 0.00001, True), ("z", math.nan, 0.0, 1.0, None)],
                 notes=["a note"], warnings=["protocols differ"])
-    md = T.render(t, "md")
+    md = F.render(t, "md")
     assert "a\\|b_c" in md and "| 12.5 |" in md and "-3.3" in md and "<0.001" in md and "**WARNING" in md
-    tex = T.render(t, "latex")
+    tex = F.render(t, "latex")
     assert r"a|b\_c \& \$\#\{\}\textasciitilde{}\textasciicircum{}\textbackslash{}" in tex
     assert r"$-$3.3" in tex and r"share (\%)" in tex and r"\textbf{WARNING: protocols differ}" in tex
     assert tex.count("\\\\\n") == 4  # warning row, header, 2 rows
-    assert json.loads(T.render(t, "json"))[1] == {"name": "z", "share": None, "d": 0.0, "p": 1.0, "ok": None}
-    rows = list(csv.reader(io.StringIO(T.render(t, "csv"))))
+    assert json.loads(F.render(t, "json"))[1] == {"name": "z", "share": None, "d": 0.0, "p": 1.0, "ok": None}
+    rows = list(csv.reader(io.StringIO(F.render(t, "csv"))))
     assert rows[1][1:] == ["0.125", "-0.0333", "1e-05", "1"] and rows[2][1] == ""
-    assert "WARNING: protocols differ" in T.render(t, "table")
+    assert "WARNING: protocols differ" in F.render(t, "table")
 
 
 def test_mcnemar_against_hand_computed_values():
@@ -485,12 +486,12 @@ def test_blind_sql_agrees_with_the_selectors_on_ties(tmp_path):
 
 
 def test_select_rejects_unknown_columns():
-    t = T.Table("x", "x", [T.Column("a", "int")], [(1,), (2,)])
-    assert T.select(t, where="a > 1").rows == [(2,)]
+    t = F.Table("x", "x", [F.Column("a", "int")], [(1,), (2,)])
+    assert F.select(t, where="a > 1").rows == [(2,)]
     with pytest.raises(ReachError, match="unknown column"):
-        T.select(t, columns=["b"])
+        F.select(t, columns=["b"])
     with pytest.raises(ReachError, match="bad --where"):
-        T.select(t, where="a >")
+        F.select(t, where="a >")
 
 
 def test_summary_round_trip_values_match_store_queries(store_path):
@@ -513,23 +514,32 @@ def _same(a, b):
     return a == b
 
 
-def test_summary_rows_equal_the_audit_closing_summary(store_path, tmp_path):
-    """One definition: tables.summary_rows (SQL) gives exactly reachtui.summary.summarize's numbers."""
-    summary = pytest.importorskip("reachtui.summary")
+def test_summary_rows_recomputed_with_plain_sql(store_path, tmp_path):
+    """The closing summary's numbers (tables.summary_rows) equal a plain-SQL recomputation, including the
+    closed-form chance 1 - (1 - 1/m)^K of a multiple-choice run."""
     task = make_task("mc", 12)
     data = random_data(task, 5, probes=("sample", "routes"), k=4)
     with Store(tmp_path / "mc.sqlite") as store:
         mc = add_run(store, "m", task, "h", data, protocol={
             "answer_format": "choice", "choices": 4,
             "probes": [{"name": "sample", "budget": 4}, {"name": "routes", "budget": 4}]})
-        cases = [(store, mc)]
         with Store(store_path, readonly=True) as main:
-            for s, run in cases + [(main, 1)]:
-                mine, theirs = T.summary_rows(s, run), summary.summarize(s, run)
-                assert [r["probe"] for r in mine] == [r["probe"] for r in theirs]
-                for a, b in zip(mine, theirs):
-                    for key in b:
-                        assert _same(a[key], b[key]), (run, a["probe"], key, a[key], b[key])
+            for s, run, chance in ((store, mc, 1 - (1 - 1 / 4) ** 4), (main, 1, None)):
+                budget = json.loads(s.get_run(run)["protocol_json"])["probes"][0]["budget"]
+                sql = lambda q, *a: s.conn.execute(q, (run, *a)).fetchone()[0]  # noqa: E731
+                n = sql("SELECT count(*) FROM run_questions WHERE run_id = ?")
+                realized = sql("SELECT count(*) FROM attempts WHERE run_id = ? AND probe = 'realized' "
+                               "AND attempt = 0 AND correct = 1") / n
+                rows = {r["probe"]: r for r in T.summary_rows(s, run)}
+                assert rows["realized"]["realized"] == pytest.approx(realized)
+                for probe in ("sample", "routes"):
+                    reach = sql("SELECT count(DISTINCT question_id) FROM attempts WHERE run_id = ? AND probe = ? "
+                                "AND correct = 1", probe) / n
+                    r = rows[probe]
+                    assert (r["n"], r["budget"]) == (n, budget)
+                    assert r["reachable"] == pytest.approx(reach)
+                    assert r["gap"] == pytest.approx(reach - realized)
+                    assert r["chance"] == (pytest.approx(chance) if chance else None)
 
 
 def test_latex_is_plain_ascii_booktabs(store_path):

@@ -60,7 +60,7 @@ def audited(tmp_path_factory, runner, protocol):
     with Store(path) as store:
         result = run_audit(store, runner, model_name=loaded.name, model_path=str(loaded.path),
                            model_class=loaded.arch.model_class, task=load_task("demo"), protocol=protocol,
-                           limit=LIMIT, batch_size=64, mlp_scan="sample")
+                           limit=LIMIT, batch_size=8, mlp_scan="sample")
         scan = {r["layer"]: r for r in store.mlp_scan(result.run_id)}
         fs = store.get_failure_set(result.run_id, "failure:sample")
     assert result.status == "complete"
@@ -125,6 +125,7 @@ async def test_live_edit_equals_reachtui_generate(audited, runner):
 
 
 async def test_apply_to_failure_set_equals_the_mlp_scan(audited, runner):
+    from reachtui.store import Store
     from reachtui.tui.app import ReachApp
 
     path, run_id, scan, fs = audited
@@ -148,6 +149,10 @@ async def test_apply_to_failure_set_equals_the_mlp_scan(audited, runner):
             assert (a["repaired"], a["failure_n"], a["broken"], a["realized_n"]) == (
                 row["repaired"], row["failure_n"], row["broken"], row["realized_n"]), (layer, a, row)
             assert a["failure_n"] == fs["size"]
+            with Store(path, readonly=True) as store:   # the same texts, question by question
+                texts = lambda probe: dict(store.conn.execute(  # noqa: E731
+                    "SELECT question_id, text FROM attempts WHERE run_id = ? AND probe = ?", (run_id, probe)))
+                assert texts(f"explore:{a['exploration_id']}") == texts(f"mlp:{layer}")
 
 
 async def test_open_model_runs_the_audit_and_fills_the_table(tmp_path, runner, protocol):

@@ -51,12 +51,12 @@ def honesty_text(store, run_id: int) -> list[str]:
 
 
 def summary_table(store, run_id: int):
-    """A rich Table of `reachtui.summary.summarize` (the closing table of `audit`)."""
+    """A rich Table of `reachtui.tables.summary_rows` (the closing table of `audit`)."""
     from rich.table import Table
 
-    from reachtui.summary import summarize
+    from reachtui.tables import summary_rows
 
-    rows = summarize(store, run_id)
+    rows = summary_rows(store, run_id)
     has_chance = any(r["chance"] is not None for r in rows)
     t = Table(title=f"run {run_id}: realized vs reachable, % of {rows[0]['n']} questions", title_justify="left",
               caption="blind: answer-blind pick among the K attempts (vote = majority answer, lp = highest mean "
@@ -94,14 +94,14 @@ def curves_text(rows) -> list[str]:
 
 
 def mlp_text(store, run_id: int) -> list[str]:
-    from reachtui.summary import mlp_best
+    from reachtui.tables import mlp_best
 
     out = []
     for b in mlp_best(store, run_id):
         if not b["failure_n"]:
-            out.append(f"MLP scan on {b['set_name']}: the failure set is empty (|R| = {b['realized_n']})")
+            out.append(f"MLP scan on {b['set']}: the failure set is empty (|R| = {b['realized_n']})")
             continue
-        out.append(f"MLP scan on {b['set_name']} (|F| = {b['failure_n']}, |R| = {b['realized_n']}): best block "
+        out.append(f"MLP scan on {b['set']} (|F| = {b['failure_n']}, |R| = {b['realized_n']}): best block "
                    f"= layer {b['layer']}: repairs {b['repaired']}/{b['failure_n']} ({_pct(b['repair_rate'])}%), "
                    f"breaks {b['broken']}/{b['realized_n']} ({_pct(b['break_rate'])}%)")
     return out
@@ -195,8 +195,9 @@ class _Bar:
                    "device): split over GPUs, offload what does not fit. Needs reachtui[gpu]. Not with --device.")
 @click.option("--offload-folder", "offload_folder", type=click.Path(file_okay=False), default=None,
               help="Where a device map offloads weights to disk.")
-@click.option("--batch-size", type=int, default=64, show_default=True,
-              help="Prompts per generation call (keep it when resuming, for bit-identical rows).")
+@click.option("--batch-size", type=int, default=None,
+              help="Prompts per generation job. [default: the run's own when resuming, else 64 on a CPU and "
+                   "what the GPU's free memory holds]")
 @click.option("--max-new-tokens", type=int, default=None, help="Generation length limit (protocol).")
 @click.option("--threads", type=int, default=None,
               help="CPU threads for the model (sets OMP_NUM_THREADS before torch loads). On a machine shared "
@@ -222,7 +223,7 @@ def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, 
     from reachtui.store import Store
     from reachtui.tasks import load_task
 
-    if batch_size < 1:
+    if batch_size is not None and batch_size < 1:
         raise ReachError(f"--batch-size must be at least 1, not {batch_size}")
     if threads is not None:
         if threads < 1:
@@ -325,6 +326,13 @@ def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, 
     out.print(table)
     for line in curves_text(rows) + mlp_text(store, result.run_id) + honesty_text(store, result.run_id):
         out.print(line)
+    events = store.run_events(result.run_id)
+    sizes = [e["detail"] for e in events if e["kind"] == "batch_size"]
+    if sizes:
+        out.print(f"batch size {sizes[-1]}")
+    for e in events:
+        if e["kind"] == "out_of_memory":
+            out.print(f"[yellow]{e['detail']}[/]")
     verb = "resumed and " if result.resumed else ""
     out.print(f"run {result.run_id}: {verb}{result.status} in {wall:.1f}s ({result.generated} attempts generated "
               f"now) - store {store.path}")

@@ -38,6 +38,7 @@ def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec, b
       reachtui compare 1 2 --list reachable:lost
       reachtui compare 1 2 --format latex -o compare.tex
     """
+    from reachtui import table_formats as F
     from reachtui import tables as T
 
     explicit = fmt is not None
@@ -64,9 +65,9 @@ def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec, b
             return
         emit([listed], fmt, output)
         return
-    if fmt in T.DATA_FORMATS:
+    if fmt in F.DATA_FORMATS:
         emit([comparison.table], fmt, output)
-    elif fmt in T.HUMAN_FORMATS:
+    elif fmt in F.HUMAN_FORMATS:
         emit(T.compare_views(comparison), fmt, output)
     else:  # pragma: no cover - pick_format only returns known formats
         raise ReachError(f"unknown format {fmt!r}")

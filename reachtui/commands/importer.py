@@ -447,11 +447,12 @@ def import_(file, task_spec, fmt, model, store_path, answer_format, filter_name,
     for n in result.notes:
         click.echo(f"note: {n}", err=True)
     from reachtui import tables as T
+    from reachtui.table_formats import select
     from reachtui.commands.export import emit, open_store
 
     with open_store(store_path) as store:
         table = T.summary_table(store, [result.run_id])
-    table = T.select(table, columns=["probe", "budget", "n", "realized", "reachable", "gap", "blind_vote",
+    table = select(table, columns=["probe", "budget", "n", "realized", "reachable", "gap", "blind_vote",
                                      "blind_logprob", "failure_set_size"])
     table.title = (f"run {result.run_id} (imported, protocol {result.protocol_hash}): "
                    + " + ".join(f"{v} {k}" for k, v in result.attempts.items()) + " attempts")

@@ -104,7 +104,9 @@ def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_s
                    "device): split over GPUs, offload what does not fit. Needs reachtui[gpu]. Not with --device.")
 @click.option("--offload-folder", "offload_folder", type=click.Path(file_okay=False), default=None,
               help="Where a device map offloads weights to disk.")
-@click.option("--batch-size", type=int, default=64, show_default=True, help="Prompts per generation call.")
+@click.option("--batch-size", type=int, default=None,
+              help="Prompts per generation job. [default: the run's own when resuming, else 64 on a CPU and "
+                   "what the GPU's free memory holds]")
 @click.option("--threads", type=int, default=None,
               help="CPU threads for the model (sets OMP_NUM_THREADS before torch loads). [default: "
                    "$OMP_NUM_THREADS, else half the cores: on a busy machine fewer threads are much faster]")
@@ -159,7 +161,7 @@ def open_(model, task_spec, store_path, run_id, probes, budget, temperature, see
     from reachtui.protocol import Protocol, load_protocol_file, protocol_from_options
     from reachtui.tasks import load_task
 
-    if batch_size < 1:
+    if batch_size is not None and batch_size < 1:
         raise ReachError(f"--batch-size must be at least 1, not {batch_size}")
     if limit is not None and limit < 1:
         raise ReachError(f"--limit must be at least 1, not {limit}")

@@ -21,6 +21,7 @@ def runs(store_path, as_json):
         if as_json:
             for r in rows:
                 r["protocol"] = json.loads(store.get_run(r["id"])["protocol_json"])
+                r["events"] = store.run_events(r["id"])
             click.echo(json.dumps(rows, indent=2))
             return
         from rich import box
@@ -32,15 +33,16 @@ def runs(store_path, as_json):
             return
         t = Table(title=f"runs in {store.path}", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
                   padding=(0, 0), pad_edge=False)
-        for c in ("run", "model", "task", "protocol", "status", "Qs", "attempts", "real %", "updated"):
-            numeric = c in ("run", "Qs", "attempts", "real %")
+        for c in ("run", "model", "task", "protocol", "status", "Qs", "attempts", "real %", "batch", "updated"):
+            numeric = c in ("run", "Qs", "attempts", "real %", "batch")
             t.add_column(c, justify="right" if numeric else "left", no_wrap=c != "model", min_width=5 if c == "model" else None,
                          overflow="fold" if c == "model" else "ellipsis")
         for r in rows:
             done = r["n_realized_done"]
             realized = f"{100 * r['n_realized'] / done:.1f}" if done else "–"
             t.add_row(str(r["id"]), r["model"], r["task"], r["protocol_hash"], r["status"], str(r["n_questions"]),
-                      str(r["n_attempts"]), realized, (r["updated_at"] or "")[5:16].replace("T", " "))
+                      str(r["n_attempts"]), realized, str(r["batch_size"] or "–"),
+                      (r["updated_at"] or "")[5:16].replace("T", " "))
         Console().print(t)
     finally:
         store.close()

@@ -154,6 +154,40 @@ class Runner:
             return parse_route(route, self.num_layers, max_repeat=10**9)
         return validate_route(route, self.num_layers, max_repeat=10**9)
 
+    def suggest_batch_size(self, prompts: list[str], max_new_tokens: int, route_len: int,
+                           cap: int = 512) -> tuple[int, str]:
+        """Prompts per generation job, and why. A CPU gains nothing from batches beyond 64 (they stop
+        fitting in its caches); a GPU takes as many prompts as 80% of its free memory holds, after room
+        for one prefill sub-batch and the shared prefill: the KV cache of the longest prompt plus
+        `max_new_tokens` at `route_len` positions, plus the logits, per prompt. An out-of-memory error
+        still halves the batch at run time."""
+        if self.device.type == "cpu":
+            return 64, "cpu"
+        longest = max((len(self.encode(p)) for p in prompts), default=1) + max_new_tokens
+        free, _ = torch.cuda.mem_get_info(self.device)
+        p = next(self.model.parameters())
+        vocab = int(getattr(self.model.config, "vocab_size", 0) or getattr(self.arch.config, "vocab_size", 0) or 0)
+        per_row = longest * route_len * self._kv_bytes_per_token() + 3 * 4 * vocab
+        hidden = self._hidden_bytes() // p.element_size()
+        inter = int(getattr(self.arch.config, "intermediate_size", 0) or 4 * hidden)
+        reserve = self.prefill_tokens * (4 * hidden + 3 * inter) * p.element_size() + self.share_bytes
+        fits = int((0.8 * free - reserve) // max(per_row, 1))
+        size = max(1, min(cap, fits))
+        return size, (f"{free / 2**30:.1f} GiB free, {per_row / 2**20:.1f} MiB per prompt "
+                      f"({longest} tokens x {route_len} layers)")
+
+    def _kv_bytes_per_token(self) -> int:
+        """Bytes of KV cache one token takes at one route position (measured with a one-token forward)."""
+        if getattr(self, "_kv_bytes", None) is None:
+            ids = torch.tensor([[self.pad_id]], device=self.device)
+            with self.lock, routing.installed(self.arch), torch.inference_mode():
+                cache = routing.new_cache(self.arch, capacity=1)
+                routing.forward_last_logits(self.model, ids, torch.ones_like(ids), torch.zeros_like(ids), cache)
+                sizes = [layer.keys.numel() * layer.keys.element_size() + layer.values.numel()
+                         * layer.values.element_size() for layer in cache.layers if layer.keys is not None]
+            self._kv_bytes = max(sizes) if sizes else self._hidden_bytes() * 2
+        return self._kv_bytes
+
     def _check_silenced(self, silenced) -> frozenset[int]:
         silenced = frozenset(int(i) for i in silenced)
         bad = sorted(i for i in silenced if not 0 <= i < self.num_layers)
@@ -271,7 +305,7 @@ class Runner:
         unique = [list(x) for x in uniq]
         width = max(len(x) for x in unique)
         if self.plain:
-            groups, size, lo = [], 0, 0
+            groups, lo = [], 0
             for u, x in enumerate(unique):   # rows come sorted by length: a group's last row is its longest
                 if u > lo and (u + 1 - lo) * len(x) > self.prefill_tokens:
                     groups.append(range(lo, u))

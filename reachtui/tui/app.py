@@ -38,7 +38,7 @@ from reachtui.tui.widgets.panes import DetailPane, LivePane, RunHeader
 from reachtui.tui.widgets.question_table import QuestionTable, header_text
 
 START = time.perf_counter()
-APPLY_CHUNK = 64  # the audit's default --batch-size: the same batches as its MLP scan
+APPLY_CHUNK = 64  # batch size of a run that stored none (imported runs): the audit's CPU default
 RELOAD_EVERY_S = 0.5
 
 
@@ -659,8 +659,8 @@ class ReachApp(App[None]):
     @work(thread=True, exclusive=True, group="apply", exit_on_error=False, name="apply")
     def _apply_worker(self, run: RunInfo, probe: str, iv: Intervention | None, failure: set[int],
                       realized: set[int], questions: dict[int, tuple[str, str, int]]) -> None:
-        """Run the intervention on F ∪ R in task order, in chunks of the audit's batch size, as the
-        audit's MLP scan does (same prompts, same batches, same seeds), so that silencing one MLP here
+        """Run the intervention on F ∪ R in order of prompt length, in chunks of the run's batch size, as
+        the audit's MLP scan does (same prompts, same batches, same seeds), so that silencing one MLP here
         reproduces that layer's scan row exactly. Every attempt is stored under `explore:<id>`."""
         from reachtui.grading import grade
         from reachtui.model.run import Decoding
@@ -680,24 +680,26 @@ class ReachApp(App[None]):
         stream = f"mlp:{next(iter(iv.silenced))}" if iv.is_identity_route and len(iv.silenced) == 1 else "explore"
         target = f"failure:{probe}+realized"
         name = f"{iv.describe()} on failure:{probe}"
-        items = sorted(failure | realized, key=lambda k: questions[k][2])
+        prompts_of = {k: protocol.render_prompt(questions[k][0], runner.tokenizer) for k in failure | realized}
+        items = sorted(prompts_of, key=lambda k: (len(prompts_of[k]), questions[k][2]))
         store = Store(self.store_path)
         eid = None
         try:
+            size = store.get_run(run.id)["batch_size"] or APPLY_CHUNK
             eid = store.create_exploration(run.id, name, target=target, route=route_text, silenced=silenced_text,
                                            n=0)
             info = dict(exploration_id=eid, name=name, target=f"failure:{probe}", done=0, total=len(items),
                         repaired=0, failure_n=len(failure), broken=0, realized_n=len(realized),
                         status="running")
             self.post_message(ApplyProgress(dict(info)))
-            for start in range(0, len(items), APPLY_CHUNK):
+            for start in range(0, len(items), size):
                 if worker.is_cancelled:
                     store.update_exploration(eid, status="cancelled")
                     info["status"] = "cancelled"
                     self.post_message(ApplyProgress(dict(info)))
                     return
-                chunk = items[start:start + APPLY_CHUNK]
-                prompts = [protocol.render_prompt(questions[k][0], runner.tokenizer) for k in chunk]
+                chunk = items[start:start + size]
+                prompts = [prompts_of[k] for k in chunk]
                 greedy = decoding.temperature <= 0
                 seeds = [0 if greedy else derive_seed(protocol.seed, stream, questions[k][2], 0) for k in chunk]
                 gens = runner.generate(prompts, route=iv.route(), silenced=iv.silenced, decoding=decoding,
@@ -883,6 +885,7 @@ class ReachApp(App[None]):
         """Write a table of the open run through reachtui.tables (the questions table restricted to the
         rows on screen) to a file in the export folder; the path is shown."""
         from reachtui import tables
+        from reachtui.table_formats import render
 
         run = self.run_info
         if run is None:
@@ -895,7 +898,7 @@ class ReachApp(App[None]):
                 col = built.column_names.index("question_id")
                 built.rows = [row for row in built.rows if row[col] in shown]
                 built.notes.append(f"filter: {self.filter.label()}")
-            text = tables.render(built, fmt)
+            text = render(built, fmt)
         except ReachError as exc:
             self.notify(str(exc), severity="error")
             return None

@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tables_fixtures import make_task  # noqa: E402
 
+from reachtui import table_formats as F
 from reachtui import tables as T  # noqa: E402
 from reachtui.store import Store  # noqa: E402
 
@@ -69,7 +70,7 @@ def main() -> None:
                 t0 = time.perf_counter()
                 table = T.build_table(store, name, [1, 2] if name == "compare" else [1])
                 t1 = time.perf_counter()
-                T.render(table, "csv")
+                F.render(table, "csv")
                 t2 = time.perf_counter()
                 print(f"{name:10s} {len(table.rows):8d} rows  build {t1 - t0:6.2f} s  csv {t2 - t1:6.2f} s")
 

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import sys
 import tempfile
@@ -225,6 +224,19 @@ def section_routes(lm, runner, prompts, dec, bs, t_ident, args, sizes) -> None:
             f"time/identity {ratio:.3f}")
         RESULTS["routes"].append(dict(name=name, route=format_route(route), length=len(route), L=L,
                                       length_ratio=len(route) / L, time_s=best, time_ratio=ratio))
+    # the audit's shared-pool routes and MLP scan: all routes over the same prompts in one call, the identity
+    # prefix of each route replayed from one recorded prefill (must be bit-identical to separate calls)
+    plans = [(Route(layers), frozenset()) for layers in routes.values()] + [(None, frozenset({mid}))]
+    t_many, many = timed(args.device, lambda: runner.generate_many(prompts, plans, decoding=dec, batch_size=bs))
+    t_each, each = timed(args.device, lambda: [runner.generate(prompts, route=r, silenced=s, decoding=dec,
+                                                               batch_size=bs) for r, s in plans])
+    same = sum(1 for a, b in zip(many, each) for x, y in zip(a, b)
+               if x.token_ids == y.token_ids and x.mean_logprob == y.mean_logprob)
+    total = len(plans) * len(prompts)
+    say(f"generate_many over {len(plans)} interventions: {t_many:.3f} s vs {t_each:.3f} s one call each "
+        f"(ratio {t_many / t_each:.3f}); bit-identical {same}/{total}")
+    RESULTS["generate_many"] = dict(interventions=len(plans), many_s=t_many, each_s=t_each,
+                                    ratio=t_many / t_each, identical=same, total=total)
 
 
 def section_device_map(lm, args, sizes, workdir: Path) -> None:
@@ -316,6 +328,8 @@ def section_oom(lm, args, sizes) -> None:
     else:
         say("no CUDA here: the out-of-memory error is SIMULATED (batches above 2 prompts raise "
             "torch.OutOfMemoryError); only the reporting is checked")
+    suggested, why = runner.suggest_batch_size(prompts, 2, runner.num_layers)
+    say(f"memory estimate for these prompts: batch size {suggested} ({why})")
     try:
         t, gens = timed(args.device, lambda: runner.generate(prompts, decoding=Decoding(max_new_tokens=2),
                                                              batch_size=n))
@@ -337,7 +351,7 @@ def section_oom(lm, args, sizes) -> None:
     else:
         say(f"backoff: {'PASS' if ok else 'FAIL'}: halved {halvings} time(s) to {runner.batch_size_hint}, "
             f"completed all {n} prompts in {t:.1f} s" + (" (simulated OOM)" if simulated else ""))
-    RESULTS["oom"] = dict(prompts=n, prompt_len=length, asked_batch=n, tried=sizes_tried,
+    RESULTS["oom"] = dict(prompts=n, prompt_len=length, asked_batch=n, tried=sizes_tried, suggested=suggested,
                           final_batch_size=runner.batch_size_hint, completed=ok, error=err, seconds=t,
                           simulated=simulated)
 
@@ -360,7 +374,7 @@ def section_demo_audit(args, sizes, workdir: Path) -> None:
     from reachtui.model.run import Runner
     from reachtui.protocol import Protocol, protocol_from_options
     from reachtui.store import Store
-    from reachtui.summary import summarize
+    from reachtui.tables import summary_rows as summarize
     from reachtui.tasks import load_task
 
     task = load_task("demo")
