@@ -98,9 +98,13 @@ class Worker:
                     num_layers=self.runner.num_layers, device=str(loaded.device), dtype=str(loaded.dtype),
                     torch=version("torch"), transformers=version("transformers"), threads=torch.get_num_threads())
 
+    def suggest_batch_size(self, *args) -> tuple[int, str]:
+        return self._runner().suggest_batch_size(*args)
+
     def run(self, call):
-        """Yield (intervention index, generations) as each intervention of `call` is finished. The call runs
-        in a thread so that its per-intervention callback can feed this generator (a Ray stream)."""
+        """Yield (intervention index, generations, the runner's batch_size_hint) as each intervention of `call`
+        is finished. The call runs in a thread so that its per-intervention callback can feed this generator
+        (a Ray stream)."""
         import queue
 
         runner = self._runner()
@@ -108,7 +112,7 @@ class Worker:
 
         def work() -> None:
             try:
-                call.run(runner, lambda i, gens: results.put((i, gens)))
+                call.run(runner, lambda i, gens: results.put((i, gens, runner.batch_size_hint)))
                 results.put(None)
             except BaseException as exc:  # noqa: BLE001 - handed to the driver
                 results.put(exc)
@@ -147,6 +151,7 @@ class RayRunner:
         ray = self.ray = import_ray()
         self.tokenizer = None       # set by the caller when the protocol renders prompts with a chat template
         self.losses: list[str] = []     # one line per worker lost mid-call
+        self.batch_size_hint: int | None = None     # the smallest batch a worker's out-of-memory halving left
         self.actors: list = []
         self.started = not ray.is_initialized()
         if self.started:
@@ -197,9 +202,14 @@ class RayRunner:
         self.num_layers = int(self.info["num_layers"])
         self.workers = workers
 
+    def suggest_batch_size(self, *args) -> tuple[int, str]:
+        """`Runner.suggest_batch_size` on every worker; the smallest (a job must fit on any of them)."""
+        size, why = min(_get(self.ray, [a.suggest_batch_size.remote(*args) for a in self.actors]))
+        return size, why if len(self.actors) == 1 else f"{why}; the least of {len(self.actors)} workers"
+
     def run_calls(self, calls: list, cancel=None):
         """See `stream_calls` (the engine's seam: a runner with workers of its own)."""
-        return stream_calls(self.ray, self.actors, calls, cancel=cancel, losses=self.losses)
+        return stream_calls(self.ray, self.actors, calls, cancel=cancel, pool=self)
 
     def close(self) -> None:
         for actor in self.actors:
@@ -228,12 +238,13 @@ def _get(ray, ref):
         raise
 
 
-def stream_calls(ray, actors: list, calls: list, *, cancel=None, losses: list | None = None):
+def stream_calls(ray, actors: list, calls: list, *, cancel=None, pool: RayRunner | None = None):
     """Run `calls` (reachtui.audit.Call) on `actors` (`Worker`s), one call per actor at a time, and yield
     (call index, intervention index, generations) for every intervention of every call, each once, in the
     order they finish. A call whose worker is lost goes back to the queue with the interventions not yet
-    delivered (a line on `losses`); after RETRIES losses the run fails. Stops early (cancelling the work in
-    flight) when `cancel` is set or the consumer stops."""
+    delivered (a line on `pool.losses`); after RETRIES losses the run fails. A worker's out-of-memory halving
+    lowers `pool.batch_size_hint`. Stops early (cancelling the work in flight) when `cancel` is set or the
+    consumer stops."""
     left = {c: list(range(len(call.interventions))) for c, call in enumerate(calls)}   # not yet delivered
     pending = deque(range(len(calls)))
     idle = list(actors)
@@ -254,17 +265,17 @@ def stream_calls(ray, actors: list, calls: list, *, cancel=None, losses: list | 
             for stream in ready:
                 actor, c, kept = running[stream]
                 try:
-                    i, gens = _get(ray, next(stream))
+                    i, gens, hint = _get(ray, next(stream))
                 except StopIteration:
                     del running[stream]
                     idle.append(actor)
                     continue
                 except ray.exceptions.RayActorError as exc:
                     del running[stream]
-                    if losses is not None:
-                        losses.append(f"a Ray worker was lost mid-job ({type(exc).__name__}): "
-                                      f"{len(kept) - len(left[c])} of {len(kept)} interventions were done, "
-                                      f"{len(left[c])} sent again")
+                    if pool is not None:
+                        pool.losses.append(f"a Ray worker was lost mid-job ({type(exc).__name__}): "
+                                           f"{len(kept) - len(left[c])} of {len(kept)} interventions were done, "
+                                           f"{len(left[c])} sent again")
                     if not isinstance(exc, ray.exceptions.ActorDiedError):
                         idle.append(actor)          # Ray restarts it; calls sent meanwhile wait for it
                     lost[c] = lost.get(c, 0) + 1
@@ -275,6 +286,8 @@ def stream_calls(ray, actors: list, calls: list, *, cancel=None, losses: list | 
                         pending.appendleft(c)
                     continue
                 left[c].remove(kept[i])
+                if pool is not None and hint is not None:
+                    pool.batch_size_hint = min(hint, pool.batch_size_hint or hint)
                 yield c, kept[i], gens
     finally:
         for stream in running:
