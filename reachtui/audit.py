@@ -35,6 +35,12 @@ its memory), and a resumed run keeps it. Out-of-memory halvings inside the runne
 MCTS resume replays each question's stored attempts through its search (a pure function of its seed and
 the rewards it observed) before proposing anything new.
 
+Execution: a job's missing attempts become runner calls (`Call`: the same prompts under one or more
+interventions), run one after another in this process, or, when the runner has workers of its own
+(`run_calls`: `reachtui.cluster.RayRunner` under `--ray`), on all its workers at once. Either way every
+intervention's generations come back here to be graded and stored, so this process is the store's only
+writer, and a call runs with the same prompts, seeds and batch wherever it runs.
+
 Progress: `on_event(Progress)` after every chunk and at phase boundaries; cancel with a
 `threading.Event` (checked between chunks; the run is then marked 'cancelled', resumable).
 """
@@ -45,6 +51,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,6 +152,36 @@ def jobs_by_questions(positions: Sequence[int], size: int, make: Callable[[int],
         per_pos = [make(pos) for pos in chunk]
         jobs.append([w for k in range(len(per_pos[0]) if per_pos else 0) for w in (ws[k] for ws in per_pos)])
     return jobs
+
+
+@dataclass
+class Call:
+    """One runner call: `prompts` under each of `interventions` ((Route | None, silenced layers)) with one
+    decoding; `seeds[i][j]` seeds prompt j under intervention i. Plain data, so that a worker process runs
+    exactly the call this process would (reachtui.cluster)."""
+
+    prompts: list[str]
+    interventions: list[tuple]
+    decoding: Any
+    seeds: list[list[int]]
+    batch_size: int
+
+    def run(self, runner, on_done: Callable[[int, list], None]) -> None:
+        """Run on `runner`, calling `on_done(i, generations)` as soon as intervention i is finished. One
+        intervention goes through `generate`; several through `generate_many`, which prefills the prompts
+        once for all of them (bit-identical to one call per intervention)."""
+        if len(self.interventions) == 1:
+            route, silenced = self.interventions[0]
+            on_done(0, runner.generate(self.prompts, route=route, silenced=silenced, decoding=self.decoding,
+                                       seeds=self.seeds[0], batch_size=self.batch_size))
+            return
+        runner.generate_many(self.prompts, self.interventions, decoding=self.decoding, seeds=self.seeds,
+                             batch_size=self.batch_size, on_done=on_done)
+
+    def only(self, kept: Sequence[int]) -> "Call":
+        """The same call restricted to the interventions `kept` (what a lost worker had not delivered)."""
+        return Call(self.prompts, [self.interventions[i] for i in kept], self.decoding,
+                    [self.seeds[i] for i in kept], self.batch_size)
 
 
 def mcts_reward(probe: str, correct: Any, mean_logprob: Any) -> float:
@@ -336,16 +373,6 @@ class Audit:
             row = self.store.conn.execute(sql + "probe = ?", (self.run_id, probe)).fetchone()
         return int(row[0]), int(row[1])
 
-    def _generate_chunk(self, todo: Sequence[Work]) -> list[dict]:
-        """Generate, grade and store one chunk (one intervention); returns the stored rows."""
-        self._check_cancel()
-        first = todo[0]
-        gens = self.runner.generate([self.prompts[w.pos] for w in todo], route=self._route(first.route),
-                                    silenced=first.silenced, decoding=self._decoding(first.temperature, first.top_p),
-                                    seeds=[w.seed if w.seed is not None else 0 for w in todo],
-                                    batch_size=len(todo))
-        return self._store(todo, gens)
-
     @staticmethod
     def _route(layers):
         if layers is None:
@@ -371,33 +398,49 @@ class Audit:
         self._note_out_of_memory()
         return rows
 
-    def _run_job(self, todo: list[Work], on_rows: Callable[[list[dict]], None]) -> None:
-        """Generate a job's missing attempts. Interventions over the same questions with the same decoding go
-        to the runner in one `generate_many` call; each intervention's rows are stored (and reported) as
-        soon as it is finished, so a kill loses at most the intervention in flight."""
+    @staticmethod
+    def _split(todo: list[Work]) -> list[list[list[Work]]]:
+        """A job's missing attempts as runner calls, each a list of intervention groups. Interventions over
+        the same questions with the same decoding make one call (the runner prefills the prompts once for
+        all of them); otherwise each intervention is a call of its own."""
         groups = group_in_order(todo)
         positions = [w.pos for w in groups[0]]
         decodings = {(g[0].temperature, g[0].top_p) for g in groups}
-        if len(groups) == 1 or len(decodings) > 1 or any([w.pos for w in g] != positions for g in groups):
-            for group in groups:
-                on_rows(self._generate_chunk(group))
-            return
-        self._check_cancel()
+        if len(decodings) > 1 or any([w.pos for w in g] != positions for g in groups):
+            return [[g] for g in groups]
+        return [groups]
+
+    def _call(self, groups: list[list[Work]]) -> Call:
         first = groups[0][0]
+        prompts = [self.prompts[w.pos] for w in groups[0]]
+        return Call(prompts, [(self._route(g[0].route), g[0].silenced) for g in groups],
+                    self._decoding(first.temperature, first.top_p),
+                    [[w.seed if w.seed is not None else 0 for w in g] for g in groups], len(prompts))
 
-        def done(i: int, gens) -> None:
-            on_rows(self._store(groups[i], gens))
-            self._check_cancel()
+    def _run_calls(self, calls: list[list[list[Work]]],
+                   on_rows: Callable[[Sequence[Work], list[dict]], None]) -> None:
+        """Generate every call's attempts; each intervention's rows are graded, stored in one transaction and
+        reported (`on_rows(todo, rows)`) as soon as it is finished, so a kill loses at most the interventions
+        in flight. Calls run one after another here, or all at once on the runner's workers if it has them
+        (`run_calls`, yielding (call, intervention, generations) in the order they finish)."""
+        if not hasattr(self.runner, "run_calls"):
+            for groups in calls:
+                self._check_cancel()
 
-        self.runner.generate_many(
-            [self.prompts[pos] for pos in positions],
-            [(self._route(g[0].route), g[0].silenced) for g in groups],
-            decoding=self._decoding(first.temperature, first.top_p),
-            seeds=[[w.seed if w.seed is not None else 0 for w in g] for g in groups],
-            batch_size=len(positions), on_done=done)
+                def done(i: int, gens, groups=groups) -> None:
+                    on_rows(groups[i], self._store(groups[i], gens))
+                    self._check_cancel()
+
+                self._call(groups).run(self.runner, done)
+            return
+        with closing(self.runner.run_calls([self._call(g) for g in calls], cancel=self.cancel)) as results:
+            for c, i, gens in results:
+                on_rows(calls[c][i], self._store(calls[c][i], gens))
+                self._check_cancel()
+        self._check_cancel()        # the workers stop early when cancel is set
 
     def _execute(self, jobs: list[list[Work]], *, count_like: str | None = None) -> None:
-        """Run a phase's plan, job by job, skipping stored keys."""
+        """Run a phase's plan, skipping stored keys."""
         items = [w for job in jobs for w in job]
         probes = {it.probe for it in items}
         done = set()
@@ -421,10 +464,12 @@ class Audit:
             self._emit(done=state["done"], total=total, generated=state["generated"], correct=state["correct"],
                        question_ids=tuple(dict.fromkeys(r["question_id"] for r in rows)))
 
+        calls = []
         for job in jobs:
             todo = [it for it in job if key(it) not in done]
             if todo:
-                self._run_job(todo, on_rows)
+                calls += self._split(todo)
+        self._run_calls(calls, lambda todo, rows: on_rows(rows))
 
     # -- phases ----------------------------------------------------------------------------------------
     def _plan_realized(self) -> list[list[Work]]:
@@ -511,19 +556,24 @@ class Audit:
                 members.append((Work(pos, probe, j, route, frozenset(), t, p, self._seed(probe, pos, j, t)),
                                 is_done))
             done_flag = {(m.pos, m.attempt): f for m, f in members}
+            calls = []          # this round's chunks: independent (each search has one route in the round)
             for group in group_in_order(m for m, _ in members):
                 for chunk in chunks(group, self.batch_size):
                     todo = [w for w in chunk if not done_flag[(w.pos, w.attempt)]]
-                    if not todo:
-                        continue
-                    rows = self._generate_chunk(todo)
-                    for w, r in zip(todo, rows):
-                        searches[w.pos].observe(w.route, mcts_reward(probe, r["correct"], r["mean_logprob"]))
-                    generated += len(rows)
-                    correct += sum(1 for r in rows if r["correct"])
-                    d, tot = totals()
-                    self._emit(done=d, total=tot, generated=generated, correct=correct,
-                               question_ids=tuple(dict.fromkeys(r["question_id"] for r in rows)))
+                    if todo:
+                        calls.append([todo])
+
+            def observe(todo: Sequence[Work], rows: list[dict]) -> None:
+                nonlocal generated, correct
+                for w, r in zip(todo, rows):
+                    searches[w.pos].observe(w.route, mcts_reward(probe, r["correct"], r["mean_logprob"]))
+                generated += len(rows)
+                correct += sum(1 for r in rows if r["correct"])
+                d, tot = totals()
+                self._emit(done=d, total=tot, generated=generated, correct=correct,
+                           question_ids=tuple(dict.fromkeys(r["question_id"] for r in rows)))
+
+            self._run_calls(calls, observe)
         d, tot = totals()
         self._emit(done=d, total=tot, generated=generated, correct=correct)
 

@@ -165,6 +165,54 @@ def test_cancel_then_resume_equals_uninterrupted(tmp_path, task, stop_after):
     assert got == want
 
 
+class WorkersRunner(FakeRunner):
+    """A runner with workers of its own (`run_calls`, like reachtui.cluster.RayRunner) that finishes the calls
+    last first, and each call's interventions last first: results come back out of plan order."""
+
+    def run_calls(self, calls, cancel=None):
+        self.sizes = getattr(self, "sizes", []) + [len(calls)]
+        for c in reversed(range(len(calls))):
+            done: list[tuple] = []
+            calls[c].run(self, lambda i, gens, done=done: done.append((i, gens)))
+            for i, gens in reversed(done):
+                if cancel is not None and cancel.is_set():
+                    return
+                yield c, i, gens
+
+
+def test_a_runner_with_workers_gives_the_attempts_of_a_local_run(tmp_path, task):
+    ref_store = Store(tmp_path / "ref.sqlite")
+    ref = audit(ref_store, task, mlp_scan="sample")
+    store = Store(tmp_path / "s.sqlite")
+    runner = WorkersRunner()
+    res = audit(store, task, runner=runner, mlp_scan="sample")
+    assert res.status == "complete"
+    assert attempts_of(store, res.run_id) == attempts_of(ref_store, ref.run_id)
+    assert store.mlp_scan(res.run_id) == ref_store.mlp_scan(ref.run_id)
+    assert max(runner.sizes) > 1          # a phase's (an MCTS round's) calls go to the workers together
+
+
+def test_a_runner_with_workers_stops_on_cancel_and_resumes(tmp_path, task):
+    ref_store = Store(tmp_path / "ref.sqlite")
+    ref = audit(ref_store, task, mlp_scan="mcts")
+    store = Store(tmp_path / "s.sqlite")
+    cancel = threading.Event()
+    seen = []
+
+    def on_event(ev):
+        if ev.generated:
+            seen.append(ev)
+        if len(seen) >= 5:
+            cancel.set()
+
+    first = audit(store, task, runner=WorkersRunner(), mlp_scan="mcts", on_event=on_event, cancel=cancel)
+    assert first.status == "cancelled"
+    assert 0 < len(attempts_of(store, first.run_id)) < len(attempts_of(ref_store, ref.run_id))
+    second = audit(store, task, runner=WorkersRunner(), mlp_scan="mcts")
+    assert second.resumed and second.status == "complete"
+    assert attempts_of(store, first.run_id) == attempts_of(ref_store, ref.run_id)
+
+
 def test_mcts_distinct_budget_and_first_hit(tmp_path, task):
     store = Store(tmp_path / "s.sqlite")
     res = audit(store, task)

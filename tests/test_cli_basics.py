@@ -1,4 +1,4 @@
-"""The command line answers --help/--version instantly, without loading torch, transformers or textual."""
+"""The command line answers --help/--version instantly, without loading torch, transformers, textual or ray."""
 
 import subprocess
 import sys
@@ -24,13 +24,15 @@ def test_help_lists_commands():
 
 def test_heavy_libraries_are_not_imported_by_import_or_help():
     code = (
-        "import sys, reachtui, reachtui.cli\n"
+        "import sys, reachtui, reachtui.cli, reachtui.audit, reachtui.cluster\n"
         "from click.testing import CliRunner\n"
         "r = CliRunner().invoke(reachtui.cli.cli, ['--help'])\n"
         "assert r.exit_code == 0, r.output\n"
         "r = CliRunner().invoke(reachtui.cli.cli, ['--version'])\n"
         "assert r.exit_code == 0, r.output\n"
-        "bad = [m for m in ('torch', 'transformers', 'textual') if m in sys.modules]\n"
+        "r = CliRunner().invoke(reachtui.cli.cli, ['audit', '--help'])\n"
+        "assert r.exit_code == 0 and '--ray' in r.output, r.output\n"
+        "bad = [m for m in ('torch', 'transformers', 'textual', 'ray') if m in sys.modules]\n"
         "print(','.join(bad))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -119,6 +119,21 @@ def _versions(loaded) -> dict:
     return out
 
 
+def _ray_runner(model, address, protocol, **kw):
+    """The Ray workers' runner. Prompts are rendered here: a chat template needs the tokenizer here too."""
+    from reachtui.cluster import RayRunner
+
+    tokenizer = None
+    if protocol.chat:
+        from reachtui.model.load import load_tokenizer
+
+        tokenizer = load_tokenizer(model, trust_remote_code=kw["trust_remote_code"],
+                                   allow_download=kw["allow_download"])
+    runner = RayRunner(model, address=address, **kw)
+    runner.tokenizer = tokenizer
+    return runner
+
+
 class _Bar:
     """Follows the engine's Progress events with a rich progress bar on stderr."""
 
@@ -186,11 +201,19 @@ class _Bar:
 @click.option("--max-new-tokens", type=int, default=None, help="Generation length limit (protocol).")
 @click.option("--threads", type=int, default=None,
               help="CPU threads for the model (sets OMP_NUM_THREADS before torch loads). On a machine shared "
-                   "with other jobs, 1 is often much faster than the default (one per core).")
+                   "with other jobs, 1 is often much faster than the default (one per core). With --ray: per "
+                   "worker, default 1.")
+@click.option("--ray", "ray_address", is_flag=False, flag_value="", default=None, metavar="[ADDRESS]",
+              help="Generate on Ray workers (one model per GPU, else per --threads CPUs); this process grades "
+                   "and stores every attempt. No ADDRESS: start Ray on this machine; auto or HOST:PORT: use "
+                   "that running cluster. MODEL must load on every node. Needs reachtui[ray].")
+@click.option("--workers", type=int, default=None,
+              help="Ray workers. [default: one per GPU in the cluster, else its CPUs // --threads]")
 @click.option("--trust-remote-code", is_flag=True, help="Allow the model's own code (off by default).")
 @click.option("--allow-download", is_flag=True, help="Fetch the model from the Hugging Face hub if not cached.")
 def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, store_path, protocol_file,
-          run_id, new_run, device, dtype, device_map, offload_folder, batch_size, max_new_tokens, threads, trust_remote_code, allow_download):
+          run_id, new_run, device, dtype, device_map, offload_folder, batch_size, max_new_tokens, threads,
+          ray_address, workers, trust_remote_code, allow_download):
     """Audit MODEL on TASK: realized (default decoding) vs reachable (some attempt of a probe) per
     question; every attempt stored, resumable. MODEL is `demo`, a directory, or a cached HF id."""
     from rich.console import Console
@@ -213,6 +236,15 @@ def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, 
         raise ReachError(f"--limit must be at least 1, not {limit}")
     if run_id is not None and new_run:
         raise ReachError("--run and --new contradict each other")
+    if ray_address is not None:
+        from reachtui.cluster import check_options, import_ray
+
+        if device_map is not None:
+            raise ReachError("--device-map and --ray: each Ray worker loads the whole model on its own device")
+        ray_address = check_options(ray_address, workers, device)
+        import_ray()
+    elif workers is not None:
+        raise ReachError("--workers needs --ray")
     if device_map is not None or offload_folder is not None:   # before the store is touched
         from reachtui.model.load import check_device_map
 
@@ -237,15 +269,25 @@ def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, 
     err = Console(stderr=True)
     out = Console()
     t_load = time.monotonic()
-    from reachtui.model.load import load_model
-    from reachtui.model.run import Runner
+    if ray_address is None:
+        from reachtui.model.load import load_model
+        from reachtui.model.run import Runner
 
-    with err.status(f"loading {model} ..."):
-        loaded = load_model(model, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
-                            allow_download=allow_download, device_map=device_map, offload_folder=offload_folder)
-        runner = Runner(loaded)
-    err.print(f"model {loaded.name} ({loaded.arch.model_class}, {runner.num_layers} layers, {loaded.device}, "
-              f"{loaded.dtype}) loaded in {time.monotonic() - t_load:.1f}s; protocol {protocol.hash()}")
+        with err.status(f"loading {model} ..."):
+            loaded = load_model(model, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
+                                allow_download=allow_download, device_map=device_map, offload_folder=offload_folder)
+            runner = Runner(loaded)
+        info = dict(name=loaded.name, path=str(loaded.path), model_class=loaded.arch.model_class,
+                    **_versions(loaded))
+        where = ""
+    else:
+        with err.status(f"starting Ray workers, each loading {model} ..."):
+            runner = _ray_runner(model, ray_address, protocol, workers=workers, threads=threads or 1, device=device,
+                                 dtype=dtype, trust_remote_code=trust_remote_code, allow_download=allow_download)
+        info = runner.info
+        where = f" on {runner.workers} Ray worker(s) of {info['threads']} thread(s)"
+    err.print(f"model {info['name']} ({info['model_class']}, {runner.num_layers} layers, {info['device']}, "
+              f"{info['dtype']}) loaded{where} in {time.monotonic() - t_load:.1f}s; protocol {protocol.hash()}")
 
     cancel = threading.Event()
     hits = {"n": 0}
@@ -262,10 +304,10 @@ def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, 
     t0 = time.monotonic()
     try:
         with _Bar(err) as bar:
-            result = run_audit(store, runner, model_name=loaded.name, model_path=str(loaded.path),
-                               model_class=loaded.arch.model_class, task=task, protocol=protocol, limit=limit,
+            result = run_audit(store, runner, model_name=info["name"], model_path=info["path"],
+                               model_class=info["model_class"], task=task, protocol=protocol, limit=limit,
                                run_id=run_id, batch_size=batch_size, mlp_scan=mlp_scan, on_event=bar,
-                               cancel=cancel, versions=_versions(loaded), new=new_run)
+                               cancel=cancel, versions=info, new=new_run)
     except KeyboardInterrupt:
         run = store.latest_run()
         rid = run["id"] if run else "?"
@@ -274,7 +316,11 @@ def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, 
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+        if ray_address is not None:
+            runner.close()
     wall = time.monotonic() - t0
+    for line in getattr(runner, "losses", ()):
+        err.print(f"[yellow]{line}[/]")
 
     table, rows = summary_table(store, result.run_id)
     out.print(table)

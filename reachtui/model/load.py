@@ -251,6 +251,23 @@ def input_device(model):
     return next(model.parameters()).device
 
 
+def _tokenizer(spec: str, path: Path, trust_remote_code: bool):
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(path), trust_remote_code=trust_remote_code, local_files_only=True)
+    except Exception as exc:  # noqa: BLE001
+        raise ReachError(f"cannot load the tokenizer of {spec!r} from {path}: {_one_line(exc)}") from exc
+
+
+def load_tokenizer(spec: str, trust_remote_code: bool = False, allow_download: bool = False):
+    """MODEL's tokenizer alone: where the model runs in other processes (`--ray`), the prompts are still
+    rendered here, and a chat template needs it."""
+    path = resolve_model(spec, allow_download=allow_download)
+    quiet_transformers()
+    return _tokenizer(spec, path, trust_remote_code)
+
+
 def load_model(
     spec: str,
     device: str = "auto",
@@ -283,7 +300,7 @@ def load_model(
     import torch
 
     quiet_transformers()
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     try:
@@ -314,12 +331,7 @@ def load_model(
         if "trust_remote_code" in msg:
             raise ReachError(f"model {spec!r} needs its own code: pass --trust-remote-code if you trust it") from exc
         raise ReachError(f"cannot load model {spec!r} from {path}: {msg}") from exc
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(
-            str(path), trust_remote_code=trust_remote_code, local_files_only=True
-        )
-    except Exception as exc:  # noqa: BLE001
-        raise ReachError(f"cannot load the tokenizer of {spec!r} from {path}: {_one_line(exc)}") from exc
+    tokenizer = _tokenizer(spec, path, trust_remote_code)
     placed = None
     if dmap is None:
         try:

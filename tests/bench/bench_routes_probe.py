@@ -9,7 +9,7 @@ temporary store:
 - batched: the routes probe as `reachtui audit` runs it: jobs of --batch-size questions, each with all K
   routes in one `Runner.generate_many` call (the chunk's prompts prefilled once for the positions a route
   shares with the identity, then one batched decode per route);
-- loop: the same attempts one at a time, route-major (`Audit._generate_chunk([attempt])`: one generate
+- loop: the same attempts one at a time, route-major (`Audit._run_calls([[[attempt]]], ...)`: one generate
   call of one question under one route, one transaction each), stopped after --loop-attempts attempts
   (attempts/s does not depend on how many are run).
 Times run from the phase's first progress event to its last stored chunk (model loading, the realized
@@ -86,7 +86,7 @@ def main() -> None:
                       key=lambda w: (w.attempt, w.pos))[:n]
         t0, c0 = time.perf_counter(), time.process_time()
         for w in work:
-            audit._generate_chunk([w])
+            audit._run_calls([[[w]]], lambda todo, rows: None)
         return store, rid, len(work), time.perf_counter() - t0, time.process_time() - c0
 
     print(f"model {loaded.name}: {runner.num_layers} layers, {loaded.device}, {torch.get_num_threads()} torch "
