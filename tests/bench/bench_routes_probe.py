@@ -1,7 +1,7 @@
 """Attempts per second of the `routes` probe: the shared pool (attempt j of every question uses route j,
 one batched generation per route) against a one-question-one-route loop, in the same process.
 
-    python tests/bench/bench_routes_probe.py [--model demo] [--task demo] [--questions 64] [--routes 16]
+    python tests/bench/bench_routes_probe.py [--model demo] [--task demo] [--questions N] [--routes 16]
                                              [--batch-size 64] [--loop-attempts 64] [--threads N]
 
 Both sides go through the real engine (`reachtui.audit`), grading and store writes included, on a
@@ -34,7 +34,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="demo")
     ap.add_argument("--task", default="demo")
-    ap.add_argument("--questions", type=int, default=64)
+    ap.add_argument("--questions", type=int, default=None, help="the first N questions [default: the whole task]")
     ap.add_argument("--routes", type=int, default=16)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--loop-attempts", type=int, default=64)
@@ -90,7 +90,8 @@ def main() -> None:
         return store, rid, len(work), time.perf_counter() - t0, time.process_time() - c0
 
     print(f"model {loaded.name}: {runner.num_layers} layers, {loaded.device}, {torch.get_num_threads()} torch "
-          f"thread(s); {args.questions} questions x {args.routes} shared routes; batch size {args.batch_size}")
+          f"thread(s); {args.questions or len(task.questions)} questions x {args.routes} shared routes; batch size "
+          f"{args.batch_size}")
     sb, rb, nb, tb, cb = batched("batched.sqlite")
     print(f"batched (shared pool): {nb} attempts in {tb:.2f}s wall = {nb / tb:.1f} attempts/s "
           f"({cb:.2f}s CPU = {nb / cb:.1f} attempts per CPU-second)")
