@@ -9,9 +9,9 @@ temporary store:
 - batched: the routes probe as `reachtui audit` runs it: jobs of --batch-size questions, each with all K
   routes in one `Runner.generate_many` call (the chunk's prompts prefilled once for the positions a route
   shares with the identity, then one batched decode per route);
-- loop: the same attempts one at a time, route-major (`Audit._run_calls([[[attempt]]], ...)`: one generate
-  call of one question under one route, one transaction each), stopped after --loop-attempts attempts
-  (attempts/s does not depend on how many are run).
+- loop: the same attempts one at a time (`Audit._run_calls([[[attempt]]], ...)`: one generate call of one
+  question under one route, one transaction each), --loop-attempts of them spread evenly over the plan
+  (every route, questions of every length: routes differ in depth, so one route alone would bias it).
 Times run from the phase's first progress event to its last stored chunk (model loading, the realized
 phase and set-up excluded); wall-clock and process CPU time are both printed (CPU time is the fairer
 figure on a machine shared with other jobs). The loop's attempts are checked against the batched run's
@@ -83,7 +83,8 @@ def main() -> None:
                           protocol=protocol, limit=args.questions)
         audit = Audit(store, runner, rid, batch_size=1)
         work = sorted((w for job in audit._plan_routes(protocol.probe("routes")) for w in job),
-                      key=lambda w: (w.attempt, w.pos))[:n]
+                      key=lambda w: (w.attempt, w.pos))
+        work = work[:: max(1, len(work) // n)][:n]      # spread over every route and question
         t0, c0 = time.perf_counter(), time.process_time()
         for w in work:
             audit._run_calls([[[w]]], lambda todo, rows: None)
