@@ -78,25 +78,19 @@ class Worker:
 
     def _runner(self):
         if self.runner is None:
-            import torch
+            from reachtui.model.run import load_runner
 
-            from reachtui.model.load import load_model
-            from reachtui.model.run import Runner
-
-            torch.set_num_threads(self.threads)
-            self.runner = Runner(load_model(self.model, **self.load))
+            self.runner = load_runner(self.model, threads=self.threads, **self.load)
         return self.runner
 
     def info(self) -> dict:
         """What the driver records about the model (and checks is the same on every worker)."""
-        from importlib.metadata import version
-
-        import torch
+        from reachtui.model.run import runtime_info
 
         loaded = self._runner().loaded
         return dict(name=loaded.name, path=str(loaded.path), model_class=loaded.arch.model_class,
                     num_layers=self.runner.num_layers, device=str(loaded.device), dtype=str(loaded.dtype),
-                    torch=version("torch"), transformers=version("transformers"), threads=torch.get_num_threads())
+                    **runtime_info())
 
     def suggest_batch_size(self, *args) -> tuple[int, str]:
         return self._runner().suggest_batch_size(*args)

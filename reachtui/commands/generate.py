@@ -12,6 +12,7 @@ import math
 
 import click
 
+from reachtui.commands.options import placement_options
 from reachtui.errors import ReachError
 
 
@@ -29,13 +30,7 @@ from reachtui.errors import ReachError
               help="Stop at this string (cut from the text); repeatable. \\n is a newline.")
 @click.option("--template", is_flag=True, help="Render PROMPT with the protocol's template (and its stop strings).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@click.option("--device", default="auto", show_default=True, help="auto|cpu|cuda[:N]")
-@click.option("--dtype", default="auto", show_default=True, help="auto|float32|bfloat16|float16")
-@click.option("--device-map", "device_map", default=None, metavar="MAP",
-              help="Let accelerate place the model (auto|balanced|sequential, or a JSON file of module -> "
-                   "device): split over GPUs, offload what does not fit. Needs reachtui[gpu]. Not with --device.")
-@click.option("--offload-folder", "offload_folder", type=click.Path(file_okay=False), default=None,
-              help="Where a device map offloads weights to disk.")
+@placement_options
 @click.option("--trust-remote-code", is_flag=True, help="Allow the model's own code (off by default).")
 @click.option("--allow-download", is_flag=True, help="Fetch the model from the Hugging Face hub if not cached.")
 def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_new_tokens, stops, template,

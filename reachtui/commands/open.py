@@ -18,6 +18,7 @@ from pathlib import Path
 
 import click
 
+from reachtui.commands.options import placement_options
 from reachtui.errors import ReachError
 
 
@@ -97,13 +98,7 @@ def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_s
               help="A TOML protocol file; the flags above override its fields.")
 @click.option("--max-new-tokens", type=int, default=None, help="Generation length limit (protocol).")
 @click.option("--new", "new_run", is_flag=True, help="Start a new audit run even if one matches.")
-@click.option("--device", default="auto", show_default=True, help="auto|cpu|cuda[:N]")
-@click.option("--dtype", default="auto", show_default=True, help="auto|float32|bfloat16|float16")
-@click.option("--device-map", "device_map", default=None, metavar="MAP",
-              help="Let accelerate place the model (auto|balanced|sequential, or a JSON file of module -> "
-                   "device): split over GPUs, offload what does not fit. Needs reachtui[gpu]. Not with --device.")
-@click.option("--offload-folder", "offload_folder", type=click.Path(file_okay=False), default=None,
-              help="Where a device map offloads weights to disk.")
+@placement_options
 @click.option("--batch-size", type=int, default=None,
               help="Prompts per generation job. [default: the run's own when resuming, else 64 on a CPU and "
                    "what the GPU's free memory holds]")

@@ -493,3 +493,21 @@ class Runner:
         if order is not None:
             nxt = order.gather(1, nxt[:, None])[:, 0]
         return nxt
+
+
+def load_runner(spec: str, *, threads: int | None = None, **load) -> Runner:
+    """Load model `spec` (`reachtui.model.load.load_model` options) into a Runner, with torch on `threads`
+    CPU threads: what a worker process (`reachtui.cluster`) does once."""
+    from reachtui.model.load import load_model
+
+    if threads:
+        torch.set_num_threads(int(threads))
+    return Runner(load_model(spec, **load))
+
+
+def runtime_info() -> dict:
+    """The versions and thread count this process generates with (recorded with a run)."""
+    from importlib.metadata import version
+
+    return dict(torch=version("torch"), transformers=version("transformers"), threads=torch.get_num_threads())
+
