@@ -509,7 +509,6 @@ class Audit:
         probe = spec.name
         t, p = spec.temperature, spec.top_p
         K = spec.budget
-        n = len(self.questions)
         searches = [RouteSearch(self.L, K, derive_seed(self.protocol.seed, probe, q["idx"]),
                                 mcts=self.protocol.mcts, sampler=self.protocol.route_sampler,
                                 route_factory=tuple) for q in self.questions]

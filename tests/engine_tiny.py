@@ -100,3 +100,22 @@ def loaded(arch: str, layers: int = 4, seed: int = 0):
     model = build_model(arch, layers, seed)
     return LoadedModel(name=f"tiny-{arch}", path=None, model=model, tokenizer=char_tokenizer(), device="cpu",
                        dtype="float32", arch=discover(model))
+
+
+def recompute_greedy(lm, prompt, route, silenced=frozenset(), new=8):
+    """Greedy tokens of `lm` under (route, silenced) by a full forward over the whole sequence at every step
+    (no cache): the reference a cached, routed generation must equal. EOS is token 2."""
+    import torch
+
+    from reachtui.model import routing
+
+    ids = lm.tokenizer(prompt, return_tensors="pt").input_ids
+    seq = ids
+    with routing.installed(lm.arch, route, silenced, force=True), torch.inference_mode():
+        for _ in range(new):
+            nxt = routing.forward_full_logits(lm.model, seq)[:, -1].argmax(-1, keepdim=True)
+            seq = torch.cat([seq, nxt], dim=1)
+            if nxt.item() == 2:
+                break
+    return seq[0, ids.shape[1]:].tolist()
+

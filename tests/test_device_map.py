@@ -16,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("accelerate")
 
-from engine_tiny import build_model, char_tokenizer  # noqa: E402
+from engine_tiny import build_model, char_tokenizer, recompute_greedy  # noqa: E402
 
 from reachtui.errors import ReachError  # noqa: E402
 from reachtui.model import routing  # noqa: E402
@@ -66,19 +66,6 @@ def hf_greedy(lm, prompts, new=NEW):
     out = lm.model.generate(**enc, max_new_tokens=new, do_sample=False, pad_token_id=0, eos_token_id=2)
     rows = out[:, enc.input_ids.shape[1]:].tolist()
     return [r[: r.index(2) + 1] if 2 in r else r for r in rows]
-
-
-def recompute_greedy(lm, prompt, route, new=NEW):
-    """Greedy tokens by a full forward over the whole sequence at every step (no cache)."""
-    ids = lm.tokenizer(prompt, return_tensors="pt").input_ids
-    seq = ids
-    with routing.installed(lm.arch, route, force=True), torch.inference_mode():
-        for _ in range(new):
-            nxt = routing.forward_full_logits(lm.model, seq)[:, -1].argmax(-1, keepdim=True)
-            seq = torch.cat([seq, nxt], dim=1)
-            if nxt.item() == 2:
-                break
-    return seq[0, ids.shape[1]:].tolist()
 
 
 def state(lm):

@@ -21,7 +21,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from engine_tiny import ARCHS, loaded  # noqa: E402
+from engine_tiny import ARCHS, loaded, recompute_greedy  # noqa: E402
 
 from reachtui.assets import DEMO_MODEL_DIR  # noqa: E402
 from reachtui.errors import ReachError  # noqa: E402
@@ -53,19 +53,6 @@ def hf_greedy(lm, prompts, new=NEW, model=None):
     rows = out.sequences[:, enc.input_ids.shape[1]:].tolist()
     cut = [r[: r.index(2) + 1] if 2 in r else r for r in rows]
     return cut, torch.stack(out.logits, dim=1)
-
-
-def recompute_greedy(lm, prompt, route, silenced=frozenset(), new=NEW):
-    """Greedy tokens by a full forward over the whole sequence at every step (no cache)."""
-    ids = lm.tokenizer(prompt, return_tensors="pt").input_ids
-    seq = ids
-    with routing.installed(lm.arch, route, silenced, force=True), torch.inference_mode():
-        for _ in range(new):
-            nxt = routing.forward_full_logits(lm.model, seq)[:, -1].argmax(-1, keepdim=True)
-            seq = torch.cat([seq, nxt], dim=1)
-            if nxt.item() == 2:
-                break
-    return seq[0, ids.shape[1]:].tolist()
 
 
 def fingerprint(lm):

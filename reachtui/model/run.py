@@ -329,7 +329,7 @@ class Runner:
             d = min(d, share)
             with routing.installed(self.arch, route.layers, silenced, force=force, tap=tap if d else None), \
                     torch.inference_mode():
-                cache, attention, logits = self._prefill(groups, inputs, width, dec, len(route), tap if d else None,
+                cache, attention, logits = self._prefill(groups, inputs, width, dec, tap if d else None,
                                                          records, d)
                 if len(unique) < len(ids):   # identical prompts: one prefill, copied to every row
                     index = torch.tensor(row_of, device=self.device)
@@ -368,7 +368,7 @@ class Runner:
                 records.append((tap.outputs, routing.recorded_kv(cache, depth)))
         return records
 
-    def _prefill(self, groups, inputs, width: int, dec: Decoding, route_len: int, tap, records, depth: int):
+    def _prefill(self, groups, inputs, width: int, dec: Decoding, tap, records, depth: int):
         """The merged cache, attention mask and last-position logits of every unique prompt."""
         capacity = width + dec.max_new_tokens
         n = sum(len(g) for g in groups)
