@@ -15,8 +15,10 @@ Order of work (each phase is a deterministic plan of attempts):
      uses route j, so each route is one batched generation over the task. per_question mode: question i
      draws `sample_routes(L, K, derive_seed(protocol.seed, "routes", i))`; identical routes are batched.
    - `mcts` / `mcts-blind`: one `RouteSearch` per question (seed derive_seed(protocol.seed, probe, i)),
-     advanced in lock-step: every round, each unfinished search proposes a route and the questions that
-     proposed the same route are generated together. Reward: correct (mcts) or the mean token log-prob
+     advanced in lock-step: every round, each unfinished search proposes a route; a round's attempts are
+     generated in mixed calls (`Call.rows`: every proposed route over the questions that proposed it,
+     decoded as one batch; log-probs then depend in their last bits on the batch, so the calls are planned
+     whole, the same on a resumed run). Reward: correct (mcts) or the mean token log-prob
      (mcts-blind, answer-blind; its final answer is its highest-log-prob route's).
 3. Failure sets `failure:<probe>` (reachable under the probe and not realized), frozen in the store.
 4. Optional MLP scan: for every layer L, default decoding with MLP L silenced (probe `mlp:<L>`) on the
@@ -60,6 +62,10 @@ from reachtui.grading import grade
 from reachtui.model.routes import format_route, format_silenced, sample_routes
 from reachtui.probes.mcts import RouteSearch
 from reachtui.seeds import derive_seed
+
+#: An MCTS round's mixed calls hold this many batches' worth of questions (a larger mixed batch spreads a
+#: decoding step's fixed cost over more rows).
+MIXED_CALL = 4
 
 #: Reward used for mcts-blind when a generation has no finite mean log-prob (no new token).
 NO_LOGPROB_REWARD = -50.0
@@ -165,11 +171,18 @@ class Call:
     decoding: Any
     seeds: list[list[int]]
     batch_size: int
+    rows: list[list[int]] | None = None     # intervention i runs on prompts rows[i] only (seeds[i] theirs)
 
     def run(self, runner, on_done: Callable[[int, list], None]) -> None:
         """Run on `runner`, calling `on_done(i, generations)` as soon as intervention i is finished. One
         intervention goes through `generate`; several through `generate_many`, which prefills the prompts
-        once for all of them (bit-identical to one call per intervention)."""
+        once for all of them (bit-identical to one call per intervention). With `rows`, the interventions
+        decode as one batch, whose numbers depend (in the last bits) on the whole call: such a call is
+        always run whole (`mixed`)."""
+        if self.rows is not None:
+            runner.generate_many(self.prompts, self.interventions, decoding=self.decoding, seeds=self.seeds,
+                                 batch_size=self.batch_size, on_done=on_done, rows=self.rows)
+            return
         if len(self.interventions) == 1:
             route, silenced = self.interventions[0]
             on_done(0, runner.generate(self.prompts, route=route, silenced=silenced, decoding=self.decoding,
@@ -181,7 +194,12 @@ class Call:
     def only(self, kept: Sequence[int]) -> "Call":
         """The same call restricted to the interventions `kept` (what a lost worker had not delivered)."""
         return Call(self.prompts, [self.interventions[i] for i in kept], self.decoding,
-                    [self.seeds[i] for i in kept], self.batch_size)
+                    [self.seeds[i] for i in kept], self.batch_size,
+                    None if self.rows is None else [self.rows[i] for i in kept])
+
+    @property
+    def mixed(self) -> bool:
+        return self.rows is not None
 
 
 def mcts_reward(probe: str, correct: Any, mean_logprob: Any) -> float:
@@ -410,32 +428,48 @@ class Audit:
             return [[g] for g in groups]
         return [groups]
 
-    def _call(self, groups: list[list[Work]]) -> Call:
+    def _call(self, groups: list[list[Work]], mixed: bool = False) -> Call:
+        """The runner call of intervention groups over the same questions; `mixed`: over any questions (each
+        group's own), decoded as one batch."""
         first = groups[0][0]
-        prompts = [self.prompts[w.pos] for w in groups[0]]
-        return Call(prompts, [(self._route(g[0].route), g[0].silenced) for g in groups],
+        positions = list(dict.fromkeys(w.pos for g in groups for w in g)) if mixed else [w.pos for w in groups[0]]
+        at = {pos: n for n, pos in enumerate(positions)}
+        return Call([self.prompts[pos] for pos in positions], [(self._route(g[0].route), g[0].silenced) for g in groups],
                     self._decoding(first.temperature, first.top_p),
-                    [[w.seed if w.seed is not None else 0 for w in g] for g in groups], len(prompts))
+                    [[w.seed if w.seed is not None else 0 for w in g] for g in groups],
+                    self.batch_size if mixed else len(positions),
+                    [[at[w.pos] for w in g] for g in groups] if mixed else None)
 
     def _run_calls(self, calls: list[list[list[Work]]],
-                   on_rows: Callable[[Sequence[Work], list[dict]], None]) -> None:
+                   on_rows: Callable[[Sequence[Work], list[dict]], None], *, mixed: bool = False,
+                   stored: frozenset = frozenset()) -> None:
         """Generate every call's attempts; each intervention's rows are graded, stored in one transaction and
         reported (`on_rows(todo, rows)`) as soon as it is finished, so a kill loses at most the interventions
         in flight. Calls run one after another here, or all at once on the runner's workers if it has them
-        (`run_calls`, yielding (call, intervention, generations) in the order they finish)."""
+        (`run_calls`, yielding (call, intervention, generations) in the order they finish). `mixed`: each
+        call's groups are over different questions and decode as one batch (`Call.rows`); such calls are
+        planned whole, stored attempts included ((pos, attempt) in `stored`, generated again, not stored),
+        so that a resumed run decodes exactly the batches of an uninterrupted one."""
+
+        def deliver(groups: list[Work], gens) -> None:
+            fresh = [(w, g) for w, g in zip(groups, gens) if (w.pos, w.attempt) not in stored]
+            if fresh:
+                todo = [w for w, _ in fresh]
+                on_rows(todo, self._store(todo, [g for _, g in fresh]))
+
         if not hasattr(self.runner, "run_calls"):
             for groups in calls:
                 self._check_cancel()
 
                 def done(i: int, gens, groups=groups) -> None:
-                    on_rows(groups[i], self._store(groups[i], gens))
+                    deliver(groups[i], gens)
                     self._check_cancel()
 
-                self._call(groups).run(self.runner, done)
+                self._call(groups, mixed).run(self.runner, done)
             return
-        with closing(self.runner.run_calls([self._call(g) for g in calls], cancel=self.cancel)) as results:
+        with closing(self.runner.run_calls([self._call(g, mixed) for g in calls], cancel=self.cancel)) as results:
             for c, i, gens in results:
-                on_rows(calls[c][i], self._store(calls[c][i], gens))
+                deliver(calls[c][i], gens)
                 self._check_cancel()
         self._check_cancel()        # the workers stop early when cancel is set
 
@@ -554,13 +588,12 @@ class Audit:
                     continue
                 members.append((Work(pos, probe, j, route, frozenset(), t, p, self._seed(probe, pos, j, t)),
                                 is_done))
-            done_flag = {(m.pos, m.attempt): f for m, f in members}
-            calls = []          # this round's chunks: independent (each search has one route in the round)
-            for group in group_in_order(m for m, _ in members):
-                for chunk in chunks(group, self.batch_size):
-                    todo = [w for w in chunk if not done_flag[(w.pos, w.attempt)]]
-                    if todo:
-                        calls.append([todo])
+            stored_now = frozenset((m.pos, m.attempt) for m, f in members if f)
+            # this round's calls: independent (each search has one route in the round), each a mixed batch
+            # of MIXED_CALL x batch_size questions, whatever is stored (a resumed run decodes the same batches)
+            ordered = [w for g in group_in_order(m for m, _ in members) for w in g]
+            calls = [group_in_order(chunk) for chunk in chunks(ordered, MIXED_CALL * self.batch_size)
+                     if any((w.pos, w.attempt) not in stored_now for w in chunk)]
 
             def observe(todo: Sequence[Work], rows: list[dict]) -> None:
                 nonlocal generated, correct
@@ -572,7 +605,7 @@ class Audit:
                 self._emit(done=d, total=tot, generated=generated, correct=correct,
                            question_ids=tuple(dict.fromkeys(r["question_id"] for r in rows)))
 
-            self._run_calls(calls, observe)
+            self._run_calls(calls, observe, mixed=True, stored=stored_now)
         d, tot = totals()
         self._emit(done=d, total=tot, generated=generated, correct=correct)
 

@@ -236,7 +236,8 @@ def stream_calls(ray, actors: list, calls: list, *, cancel=None, pool: RayRunner
     """Run `calls` (reachtui.audit.Call) on `actors` (`Worker`s), one call per actor at a time, and yield
     (call index, intervention index, generations) for every intervention of every call, each once, in the
     order they finish. A call whose worker is lost goes back to the queue with the interventions not yet
-    delivered (a line on `pool.losses`); after RETRIES losses the run fails. A worker's out-of-memory halving
+    delivered (a mixed call whole, its delivered interventions then skipped; a line on `pool.losses`);
+    after RETRIES losses the run fails. A worker's out-of-memory halving
     lowers `pool.batch_size_hint`. Stops early (cancelling the work in flight) when `cancel` is set or the
     consumer stops."""
     left = {c: list(range(len(call.interventions))) for c, call in enumerate(calls)}   # not yet delivered
@@ -248,7 +249,8 @@ def stream_calls(ray, actors: list, calls: list, *, cancel=None, pool: RayRunner
         while pending or running:
             while pending and idle:
                 c, actor = pending.popleft(), idle.pop(0)
-                kept = list(left[c])
+                # a mixed call goes whole (its numbers depend on its batch); what was delivered is not repeated
+                kept = list(range(len(calls[c].interventions))) if calls[c].mixed else list(left[c])
                 call = calls[c] if len(kept) == len(calls[c].interventions) else calls[c].only(kept)
                 running[actor.run.options(num_returns="streaming").remote(call)] = (actor, c, kept)
             if not running:
@@ -278,6 +280,8 @@ def stream_calls(ray, actors: list, calls: list, *, cancel=None, pool: RayRunner
                                          f"{_one_line(exc)}); the run is resumable") from None
                     if left[c]:
                         pending.appendleft(c)
+                    continue
+                if kept[i] not in left[c]:
                     continue
                 left[c].remove(kept[i])
                 if pool is not None and hint is not None:

@@ -72,10 +72,11 @@ class FakeRunner:
 
 
     def generate_many(self, prompts, interventions, *, decoding=FakeDecoding(), seeds=None, batch_size=64,
-                      on_done=None):
+                      on_done=None, rows=None):
         out = []
         for i, (route, silenced) in enumerate(interventions):
-            gens = self.generate(prompts, route=route, silenced=silenced, decoding=decoding,
+            mine = prompts if rows is None else [prompts[j] for j in rows[i]]
+            gens = self.generate(mine, route=route, silenced=silenced, decoding=decoding,
                                  seeds=None if seeds is None else seeds[i], batch_size=batch_size)
             out.append(gens)
             if on_done is not None:

@@ -219,6 +219,47 @@ def test_many_interventions_share_the_identity_prefill_exactly(arch):
         assert calls == [4]
 
 
+# an MCTS round: every route on its own few prompts (routes of different lengths, one silenced MLP)
+MIXED_PROMPTS = PROMPTS + ["1+1=", "abc", "Question: 7*8? Answer in full"]
+MIXED = [((0, 1, 1, 2, 3), (), [4, 0]), ((1, 2, 3), (), [2]), ((0, 1, 2, 3), (1,), [5, 3, 1]),
+         ((0, 2, 3), (), [1, 4]), ((0, 1, 2, 2, 3, 3), (), [0, 3, 5, 2])]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_interventions_on_their_own_prompts_decode_as_one_batch(arch, monkeypatch):
+    """generate_many with rows (each intervention on its own prompts, in any order): the tokens of one
+    generate call per intervention; greedy and sampled; on a plain model one forward per decoding step for
+    all of them, and the same numbers when the call is repeated."""
+    r = runner(arch)
+    plans = [(Route(route), frozenset(sil)) for route, sil, _ in MIXED]
+    rows = [rs for _, _, rs in MIXED]
+    for dec in (Decoding(max_new_tokens=NEW), Decoding(max_new_tokens=NEW, temperature=1.0)):
+        seeds = [[7 * k + j for j in range(len(rs))] for k, rs in enumerate(rows)]
+        done = []
+        many = r.generate_many(MIXED_PROMPTS, plans, decoding=dec, seeds=seeds, rows=rows,
+                               on_done=lambda i, gens: done.append(i))
+        assert sorted(done) == list(range(len(plans)))
+        for (route, sil), rs, got, ss in zip(plans, rows, many, seeds):
+            want = r.generate([MIXED_PROMPTS[j] for j in rs], route=route, silenced=sil, decoding=dec, seeds=ss)
+            assert [g.token_ids for g in got] == [g.token_ids for g in want], (arch, route, sil)
+            assert [g.text for g in got] == [g.text for g in want]
+            assert [g.layers_executed for g in got] == [len(route)] * len(rs)
+            assert [g.mean_logprob for g in got] == pytest.approx([g.mean_logprob for g in want], abs=1e-5)
+        again = r.generate_many(MIXED_PROMPTS, plans, decoding=dec, seeds=seeds, rows=rows)
+        assert [[g.mean_logprob for g in x] for x in again] == [[g.mean_logprob for g in x] for x in many]
+    steps = []
+    real = routing.forward_last_logits
+    monkeypatch.setattr(routing, "forward_last_logits", lambda m, ids, *a: (steps.append(ids.shape), real(m, ids, *a))[1])
+    r.generate_many(MIXED_PROMPTS, plans, decoding=Decoding(max_new_tokens=3), rows=rows)
+    decode_steps = [s for s in steps if s[1] == 1]
+    if r.mixing:          # one batch of every row (less those already finished): 2 steps after the prefill
+        assert len(decode_steps) == 2 and decode_steps[0][0] > max(len(rs) for rs in rows)
+    else:                 # a model that cannot mix (sliding layers): one batch per intervention
+        assert len(decode_steps) == 2 * len(plans)
+    if arch == "llama":
+        assert r.mixing
+
+
 @pytest.mark.parametrize("arch", ["llama", "qwen2", "gemma2", "gpt2"])
 def test_prefill_in_sub_batches_gives_the_same_tokens(arch):
     """Prompts prefilled in sub-batches (each padded to its own longest prompt, written into one decode

@@ -133,6 +133,10 @@ class Runner:
         with routing.installed(self.arch):
             identity_cache = routing.new_cache(self.arch, capacity=1)
         self.plain = routing.all_growing(identity_cache)          # every layer a full-attention cache layer
+        # interventions over different prompts decode as one batch (routing.MixedCache): plain models
+        # without a device map; on a CPU up to `mix_bytes` of KV cache per batch
+        self.mixing = self.plain and not getattr(self.model, "hf_device_map", None)
+        self.mix_bytes = 2 << 30
         self.plain_prefix = routing.plain_positions(identity_cache)
 
     # ------------------------------------------------------------------ public
@@ -218,17 +222,28 @@ class Runner:
         seeds: list[list[int]] | None = None,
         batch_size: int = 64,
         on_done=None,
+        rows: list[list[int]] | None = None,
     ) -> list[list[Generation]]:
         """Every prompt under every intervention (route, silenced): result[i][j] is prompt j under
         intervention i. Cheaper than one call per intervention: each batch's prompts are encoded and
         prefilled once for the positions the interventions share with the identity (see routing.py),
         and identical prompts share one prefill. `seeds[i][j]` seeds prompt j under intervention i.
-        `on_done(i, generations)` is called as soon as intervention i is finished for every prompt."""
+        `on_done(i, generations)` is called as soon as intervention i is finished for every prompt.
+
+        With `rows`, intervention i runs only on the prompts rows[i] (result[i][j] and seeds[i][j] are
+        prompt rows[i][j]'s): many interventions over a few prompts each, as an MCTS round proposes them.
+        They decode together, as one batch (`routing.MixedCache`), where the model allows it: a forward
+        per step for all of them instead of one per intervention. The log-probs then depend (in the last
+        bits) on which interventions share the batch; the same call gives the same numbers."""
         plans = [(self.check_route(r), self._check_silenced(s)) for r, s in interventions]
         if decoding.max_new_tokens < 1:
             raise ReachError("max_new_tokens must be at least 1")
         if not 0.0 < decoding.top_p <= 1.0:
             raise ReachError(f"top_p must be in (0, 1], got {decoding.top_p}")
+        if rows is not None:
+            if len(rows) != len(plans) or any(not 0 <= j < len(prompts) for r in rows for j in r):
+                raise ReachError(f"rows do not match {len(plans)} intervention(s) over {len(prompts)} prompts")
+            return self._generate_rows(prompts, plans, rows, decoding, seeds, batch_size, on_done)
         if seeds is None:
             seeds = [[0] * len(prompts) for _ in plans]
         if len(seeds) != len(plans) or any(len(s) != len(prompts) for s in seeds):
@@ -271,6 +286,99 @@ class Runner:
                 start += len(chunk)
             return results  # type: ignore[return-value]
 
+    def _generate_rows(self, prompts, plans, rows, dec: Decoding, seeds, batch_size: int, on_done):
+        """generate_many with `rows` (see there): interventions packed into mixed decode batches, in order."""
+        if seeds is None:
+            seeds = [[0] * len(r) for r in rows]
+        if len(seeds) != len(plans) or any(len(s) != len(r) for s, r in zip(seeds, rows)):
+            raise ReachError("seeds do not match the rows of each intervention")
+        results: list[list[Generation]] = [[] for _ in plans]
+        live = [k for k in range(len(plans)) if rows[k]]
+        for k in range(len(plans)):
+            if not rows[k] and on_done is not None:
+                on_done(k, [])
+        if not self.mixing:      # one call per intervention
+            for k in live:
+                route, silenced = plans[k]
+                results[k] = self.generate([prompts[j] for j in rows[k]], route=route, silenced=silenced,
+                                           decoding=dec, seeds=seeds[k], batch_size=batch_size)
+                if on_done is not None:
+                    on_done(k, results[k])
+            return results
+        with self.lock:
+            encoded = [self.encode(p) for p in prompts]
+            if any(len(e) == 0 for e in encoded):
+                raise ReachError("a prompt encodes to no tokens")
+            capacity = max(len(encoded[j]) for k in live for j in rows[k]) + dec.max_new_tokens
+            per_token = self._kv_bytes_per_token()
+            start = 0
+            while start < len(live):
+                # the next pack: as many interventions as the memory allows (on a GPU: batch_size rows)
+                pack, used = [], 0
+                limit = self.mix_bytes if self.device.type == "cpu" else max(1, min(batch_size, self.batch_size_hint
+                                                                                       or batch_size))
+                for k in live[start:]:
+                    cost = (len(rows[k]) * capacity * len(plans[k][0]) * per_token if self.device.type == "cpu"
+                            else len(rows[k]))
+                    if pack and used + cost > limit:
+                        break
+                    pack.append(k)
+                    used += cost
+                orders = [sorted(range(len(rows[k])), key=lambda r, k=k: len(encoded[rows[k][r]])) for k in pack]
+                try:
+                    gens = self._generate_mixed([[encoded[rows[k][r]] for r in o] for k, o in zip(pack, orders)],
+                                                [plans[k] for k in pack],
+                                                [[seeds[k][r] for r in o] for k, o in zip(pack, orders)], dec)
+                except Exception as exc:  # noqa: BLE001 - only OOM is handled here
+                    if not _is_oom(exc):
+                        raise
+                    if torch.cuda.is_available():
+                        torch.cuda.empty_cache()
+                    if len(pack) > 1:
+                        self.batch_size_hint = max(1, used // 2)
+                        continue
+                    route, silenced = plans[pack[0]]        # one intervention: generate halves its batches
+                    gens = [self.generate([prompts[j] for j in rows[pack[0]]], route=route, silenced=silenced,
+                                          decoding=dec, seeds=seeds[pack[0]], batch_size=batch_size)]
+                    orders = [list(range(len(rows[pack[0]])))]
+                for k, o, g in zip(pack, orders, gens):
+                    back = [None] * len(o)
+                    for r, gen in zip(o, g):
+                        back[r] = gen
+                    results[k] = back
+                    if on_done is not None:
+                        on_done(k, back)
+                start += len(pack)
+        return results
+
+    def _generate_mixed(self, ids: list[list[list[int]]], plans: list[tuple], seeds: list[list[int]],
+                        dec: Decoding) -> list[list[Generation]]:
+        """Plan k over its prompts ids[k] (sorted by length), for every k, in one decode batch: each plan's
+        prompts are prefilled under its own installation straight into the batch's cache (in sub-batches,
+        as `_generate_batch` does), then all rows decode together."""
+        width = max(len(x) for rows in ids for x in rows)
+        mixed = routing.MixedCache(self.arch, plans, [len(rows) for rows in ids], width + dec.max_new_tokens)
+        logits, masks = [], []
+        with torch.inference_mode():
+            for n, ((route, silenced), rows) in enumerate(zip(plans, ids)):
+                groups = self._sub_batches(rows)
+                inputs = [self._pad([rows[u] for u in g]) for g in groups]
+                with routing.installed(self.arch, route.layers, silenced):
+                    _, attention, first = self._prefill(groups, inputs, width, dec, None, None, 0,
+                                                        cache=mixed.plan_cache(n))
+                logits.append(first)
+                masks.append(attention)
+            mixed.close(width)
+            flat = [x for rows in ids for x in rows]
+            with routing.installed_mixed(self.arch, mixed):
+                gens = self._decode(flat, mixed, torch.cat(masks), torch.cat(logits), [s for ss in seeds for s in ss],
+                                    dec, [len(route) for (route, _), rows in zip(plans, ids) for _ in rows])
+        out, at = [], 0
+        for rows in ids:
+            out.append(gens[at: at + len(rows)])
+            at += len(rows)
+        return out
+
     def trace(
         self,
         prompt: str,
@@ -304,15 +412,7 @@ class Runner:
         row_of = [uniq.setdefault(tuple(x), len(uniq)) for x in ids]
         unique = [list(x) for x in uniq]
         width = max(len(x) for x in unique)
-        if self.plain:
-            groups, lo = [], 0
-            for u, x in enumerate(unique):   # rows come sorted by length: a group's last row is its longest
-                if u > lo and (u + 1 - lo) * len(x) > self.prefill_tokens:
-                    groups.append(range(lo, u))
-                    lo = u
-            groups.append(range(lo, len(unique)))
-        else:
-            groups = [range(len(unique))]
+        groups = self._sub_batches(unique) if self.plain else [range(len(unique))]
         inputs = [self._pad([unique[u] for u in g], width if not self.plain else None) for g in groups]
 
         depths = [min(routing.identity_prefix(route.layers, silenced), self.plain_prefix) for route, silenced in plans]
@@ -335,8 +435,19 @@ class Runner:
                     index = torch.tensor(row_of, device=self.device)
                     routing.select_rows(cache, index)
                     attention, logits = attention[index], logits[index]
-                gens = self._decode(ids, cache, attention, logits, row_seeds, dec, len(route), record)
+                gens = self._decode(ids, cache, attention, logits, row_seeds, dec, [len(route)] * len(ids), record)
             yield pid, gens
+
+    def _sub_batches(self, rows: list[list[int]]) -> list[range]:
+        """Prefill sub-batches of `rows` (sorted by length: a sub-batch's last row is its longest), each at
+        most `prefill_tokens` padded tokens (or one row)."""
+        groups, lo = [], 0
+        for u, x in enumerate(rows):
+            if u > lo and (u + 1 - lo) * len(x) > self.prefill_tokens:
+                groups.append(range(lo, u))
+                lo = u
+        groups.append(range(lo, len(rows)))
+        return groups
 
     def _hidden_bytes(self) -> int:
         p = next(self.model.parameters())
@@ -368,11 +479,12 @@ class Runner:
                 records.append((tap.outputs, routing.recorded_kv(cache, depth)))
         return records
 
-    def _prefill(self, groups, inputs, width: int, dec: Decoding, tap, records, depth: int):
-        """The merged cache, attention mask and last-position logits of every unique prompt."""
-        capacity = width + dec.max_new_tokens
-        n = sum(len(g) for g in groups)
-        cache = routing.new_cache(self.arch, capacity=capacity, batch=n)
+    def _prefill(self, groups, inputs, width: int, dec: Decoding, tap, records, depth: int, cache=None):
+        """The merged cache, attention mask and last-position logits of every unique prompt (written into
+        `cache` if given: a plain cache of width + max_new_tokens positions)."""
+        if cache is None:
+            n = sum(len(g) for g in groups)
+            cache = routing.new_cache(self.arch, capacity=width + dec.max_new_tokens, batch=n)
         logits = []
         for k, (g, (input_ids, attention, position_ids)) in enumerate(zip(groups, inputs)):
             target = cache
@@ -394,7 +506,7 @@ class Runner:
         return cache, attention, torch.cat(logits)
 
     def _decode(self, ids: list[list[int]], cache, attention, logits, seeds: list[int], dec: Decoding,
-                route_len: int, record: list | None = None) -> list[Generation]:
+                route_lens: list[int], record: list | None = None) -> list[Generation]:
         device = self.device
         b = len(ids)
         position_ids = attention.sum(-1, keepdim=True) - 1
@@ -469,8 +581,8 @@ class Runner:
                     token_ids=tokens[r],
                     mean_logprob=mean if math.isfinite(mean) else float("-inf"),
                     new_tokens=n_new,
-                    layers_executed=route_len,
-                    compute=route_len * (len(ids[r]) + n_new),
+                    layers_executed=route_lens[r],
+                    compute=route_lens[r] * (len(ids[r]) + n_new),
                     prompt_tokens=len(ids[r]),
                     finish=finish[r],
                 )
