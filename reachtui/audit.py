@@ -13,7 +13,7 @@ Order of work (each phase is a deterministic plan of attempts):
      runner seeds one generator per prompt, so a row never depends on its batch companions.
    - `routes`: shared mode: one pool `sample_routes(L, K, protocol.seed)`; attempt j of every question
      uses route j, so each route is one batched generation over the task. per_question mode: question i
-     draws `sample_routes(L, K, derive_seed(protocol.seed, "routes", i))`; identical routes are batched.
+     draws `sample_routes(L, K, derive_seed(protocol.seed, "routes", i))`; mixed calls (as MCTS rounds).
    - `mcts` / `mcts-blind`: one `RouteSearch` per question (seed derive_seed(protocol.seed, probe, i)),
      advanced in lock-step: every round, each unfinished search proposes a route; a round's attempts are
      generated in mixed calls (`Call.rows`: every proposed route over the questions that proposed it,
@@ -473,8 +473,8 @@ class Audit:
                 self._check_cancel()
         self._check_cancel()        # the workers stop early when cancel is set
 
-    def _execute(self, jobs: list[list[Work]], *, count_like: str | None = None) -> None:
-        """Run a phase's plan, skipping stored keys."""
+    def _execute(self, jobs: list[list[Work]], *, count_like: str | None = None, mixed: bool = False) -> None:
+        """Run a phase's plan, skipping stored keys (`mixed`: each job one mixed call, run whole)."""
         items = [w for job in jobs for w in job]
         probes = {it.probe for it in items}
         done = set()
@@ -502,8 +502,9 @@ class Audit:
         for job in jobs:
             todo = [it for it in job if key(it) not in done]
             if todo:
-                calls += self._split(todo)
-        self._run_calls(calls, lambda todo, rows: on_rows(rows))
+                calls += [group_in_order(job)] if mixed else self._split(todo)
+        stored = frozenset((it.pos, it.attempt) for it in items if key(it) in done) if mixed else frozenset()
+        self._run_calls(calls, lambda todo, rows: on_rows(rows), mixed=mixed, stored=stored)
 
     # -- phases ----------------------------------------------------------------------------------------
     def _plan_realized(self) -> list[list[Work]]:
@@ -534,10 +535,10 @@ class Audit:
                 Work(i, "routes", j, route, frozenset(), t, p, self._seed("routes", i, j, t))
                 for j, route in enumerate(pool)])
         items = []
-        for i in range(n):
+        for i in self.by_length:       # every question its own routes: mixed calls (see _run_calls)
             for j, route in enumerate(self.route_pool(spec, i)):
                 items.append(Work(i, "routes", j, route, frozenset(), t, p, self._seed("routes", i, j, t)))
-        return jobs_by_intervention(items, self.batch_size)
+        return [list(chunk) for chunk in chunks(items, MIXED_CALL * self.batch_size)]
 
     def _run_mcts(self, spec) -> None:
         probe = spec.name
@@ -654,7 +655,8 @@ class Audit:
                 elif phase == "sample":
                     self._execute(self._plan_sample(self.protocol.probe("sample")))
                 elif phase == "routes":
-                    self._execute(self._plan_routes(self.protocol.probe("routes")))
+                    self._execute(self._plan_routes(self.protocol.probe("routes")),
+                                  mixed=self.protocol.routes_mode != "shared")
                 elif phase in ("mcts", "mcts-blind"):
                     self._run_mcts(self.protocol.probe(phase))
                 elif phase == "failure_sets":

@@ -30,6 +30,11 @@ generation and written in place (no torch.cat per step); `window` gives a sub-ba
 onto the rows and columns of the decode batch's buffers, so prefills of different widths (each padded
 only to its own longest prompt) land left-padded in one batch without a copy.
 
+Mixed batches (`MixedCache`, `installed_mixed`): rows that follow different plans decode with one forward
+per step. Position p of the installed list runs, for each group of rows that run the same block there, that
+block's clone on those rows only (with their slice of the mask and rotary embeddings, and the group's own
+cache layer); rows whose route has ended pass unchanged. Plain full-attention models only.
+
 Version notes: transformers 5.24 calls the cache argument `cache` (`past_key_values` is deprecated);
 earlier 5.x call it `past_key_values`. `cache_argument()` picks whichever the forward accepts.
 """
