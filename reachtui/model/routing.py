@@ -206,20 +206,29 @@ def installed(arch: Architecture, route=None, silenced=frozenset(), *, force: bo
     if layers == tuple(range(n)) and not silenced and not force and tap is None:
         yield
         return
+    new_layers = route_layers(arch, layers, silenced)
+    if tap is not None:
+        for p, block in enumerate(new_layers):
+            object.__setattr__(block, "forward", tap.wrap(p, block.forward))
+    with _swapped(arch, new_layers, lambda types: [types[i] for i in layers]):
+        yield
+
+
+@contextlib.contextmanager
+def _swapped(arch: Architecture, new_layers: nn.ModuleList, types_of):
+    """The model runs `new_layers` (one per position) for the body of the `with`: the decoder's ModuleList,
+    `config.num_hidden_layers` and `config.layer_types` (as `types_of(original types)`) are swapped in, and
+    put back after, also when the body fails."""
     owner, attr, config = arch.layers_owner, arch.layers_attr, arch.config
     if owner._modules.get(attr) is not arch.layers:
         raise ReachError("the model is already being routed by another call (one owner at a time)")
     saved_n = config.num_hidden_layers
     saved_types = config.__dict__.get("layer_types", _MISSING)
-    new_layers = route_layers(arch, layers, silenced)
-    if tap is not None:
-        for p, block in enumerate(new_layers):
-            object.__setattr__(block, "forward", tap.wrap(p, block.forward))
     try:
         setattr(owner, attr, new_layers)
-        config.num_hidden_layers = len(layers)
-        if isinstance(saved_types, (list, tuple)) and len(saved_types) == n:
-            config.layer_types = [saved_types[i] for i in layers]
+        config.num_hidden_layers = len(new_layers)
+        if isinstance(saved_types, (list, tuple)) and len(saved_types) == arch.num_layers:
+            config.layer_types = types_of(saved_types)
         yield
     finally:
         setattr(owner, attr, arch.layers)
@@ -500,24 +509,9 @@ class _MixedPosition(nn.Module):
 def installed_mixed(arch: Architecture, mixed: MixedCache):
     """Install a mixed decode batch's positions in the model for the body of the `with` (plain models: every
     layer a full-attention layer of one type); restore everything after."""
-    owner, attr, config = arch.layers_owner, arch.layers_attr, arch.config
-    if owner._modules.get(attr) is not arch.layers:
-        raise ReachError("the model is already being routed by another call (one owner at a time)")
-    saved_n = config.num_hidden_layers
-    saved_types = config.__dict__.get("layer_types", _MISSING)
-    try:
-        setattr(owner, attr, nn.ModuleList([_MixedPosition(mixed, p) for p in range(mixed.depth)]))
-        config.num_hidden_layers = mixed.depth
-        if isinstance(saved_types, (list, tuple)) and saved_types:
-            config.layer_types = [saved_types[0]] * mixed.depth
+    positions = nn.ModuleList([_MixedPosition(mixed, p) for p in range(mixed.depth)])
+    with _swapped(arch, positions, lambda types: [types[0]] * mixed.depth):
         yield
-    finally:
-        setattr(owner, attr, arch.layers)
-        config.num_hidden_layers = saved_n
-        if saved_types is _MISSING:
-            config.__dict__.pop("layer_types", None)
-        else:
-            config.__dict__["layer_types"] = saved_types
 
 
 def recorded_kv(cache, depth: int) -> list:
