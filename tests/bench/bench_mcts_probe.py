@@ -17,11 +17,11 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def main() -> None:
@@ -37,39 +37,18 @@ def main() -> None:
 
     import torch
 
-    from reachtui.audit import run_audit
-    from reachtui.model.load import load_model
-    from reachtui.model.run import Decoding, Runner
+    from probe_timing import load, timed_audit
     from reachtui.protocol import ProbeSpec, Protocol
-    from reachtui.store import Store
-    from reachtui.tasks import load_task
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    loaded = load_model(args.model, device=args.device)
-    runner = Runner(loaded)
-    task = load_task(args.task)
+    loaded, runner, task = load(args.model, args.task, args.device, args.threads)
     protocol = Protocol(probes=(ProbeSpec("mcts", budget=args.budget),), seed=0)
     tmp = Path(tempfile.mkdtemp(prefix="bench_mcts_"))
-    runner.generate(["warm up"], decoding=Decoding(max_new_tokens=2))
     can_mix = runner.mixing
 
     def audit(store_name: str, mixing: bool):
         runner.mixing = mixing
-        store = Store(tmp / store_name)
-        state = {"t0": None, "c0": None, "n": 0, "t1": None, "c1": None}
-
-        def on_event(ev):
-            if ev.phase != "mcts":
-                return
-            if state["t0"] is None:
-                state["t0"], state["c0"] = time.perf_counter(), time.process_time()
-            state["t1"], state["c1"], state["n"] = time.perf_counter(), time.process_time(), ev.generated
-
-        res = run_audit(store, runner, model_name=loaded.name, model_path=str(loaded.path),
-                        model_class=loaded.arch.model_class, task=task, protocol=protocol, limit=args.questions,
-                        batch_size=args.batch_size, on_event=on_event)
-        return store, res.run_id, state["n"], state["t1"] - state["t0"], state["c1"] - state["c0"]
+        return timed_audit(tmp / store_name, loaded, runner, task, protocol, "mcts", limit=args.questions,
+                           batch_size=args.batch_size)
 
     print(f"model {loaded.name}: {runner.num_layers} layers, {loaded.device}, {torch.get_num_threads()} torch "
           f"thread(s); {args.questions} questions x MCTS budget {args.budget}; batch size {args.batch_size}")

@@ -28,6 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def main() -> None:
@@ -44,37 +45,18 @@ def main() -> None:
 
     import torch
 
-    from reachtui.audit import Audit, open_run, run_audit
-    from reachtui.model.load import load_model
-    from reachtui.model.run import Decoding, Runner
+    from probe_timing import load, timed_audit
+    from reachtui.audit import Audit, open_run
     from reachtui.protocol import ProbeSpec, Protocol
     from reachtui.store import Store
-    from reachtui.tasks import load_task
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    loaded = load_model(args.model, device=args.device)
-    runner = Runner(loaded)
-    task = load_task(args.task)
+    loaded, runner, task = load(args.model, args.task, args.device, args.threads)
     protocol = Protocol(probes=(ProbeSpec("routes", budget=args.routes),), seed=0)
     tmp = Path(tempfile.mkdtemp(prefix="bench_routes_"))
-    runner.generate(["warm up"], decoding=Decoding(max_new_tokens=2))
 
     def batched(store_name: str):
-        store = Store(tmp / store_name)
-        state = {"t0": None, "c0": None, "n": 0, "t1": None, "c1": None}
-
-        def on_event(ev):
-            if ev.phase != "routes":
-                return
-            if state["t0"] is None:
-                state["t0"], state["c0"] = time.perf_counter(), time.process_time()
-            state["t1"], state["c1"], state["n"] = time.perf_counter(), time.process_time(), ev.generated
-
-        res = run_audit(store, runner, model_name=loaded.name, model_path=str(loaded.path),
-                        model_class=loaded.arch.model_class, task=task, protocol=protocol, limit=args.questions,
-                        batch_size=args.batch_size, on_event=on_event)
-        return store, res.run_id, state["n"], state["t1"] - state["t0"], state["c1"] - state["c0"]
+        return timed_audit(tmp / store_name, loaded, runner, task, protocol, "routes", limit=args.questions,
+                           batch_size=args.batch_size)
 
     def loop(store_name: str, n: int):
         store = Store(tmp / store_name)
