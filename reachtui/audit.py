@@ -473,8 +473,16 @@ class Audit:
                 self._check_cancel()
         self._check_cancel()        # the workers stop early when cancel is set
 
+    def _mixed_calls(self, items: Sequence[Work], stored: frozenset) -> list[list[list[Work]]]:
+        """`items` (over any questions) as mixed calls of MIXED_CALL x batch_size attempts, grouped by
+        intervention, whatever is stored ((pos, attempt) in `stored`): a resumed run decodes the same batches.
+        A call with nothing left to store is dropped."""
+        ordered = [w for g in group_in_order(items) for w in g]
+        return [group_in_order(chunk) for chunk in chunks(ordered, MIXED_CALL * self.batch_size)
+                if any((w.pos, w.attempt) not in stored for w in chunk)]
+
     def _execute(self, jobs: list[list[Work]], *, count_like: str | None = None, mixed: bool = False) -> None:
-        """Run a phase's plan, skipping stored keys (`mixed`: each job one mixed call, run whole)."""
+        """Run a phase's plan, skipping stored keys (`mixed`: the plan's attempts as `_mixed_calls`)."""
         items = [w for job in jobs for w in job]
         probes = {it.probe for it in items}
         done = set()
@@ -498,13 +506,17 @@ class Audit:
             self._emit(done=state["done"], total=total, generated=state["generated"], correct=state["correct"],
                        question_ids=tuple(dict.fromkeys(r["question_id"] for r in rows)))
 
+        if mixed:
+            stored = frozenset((it.pos, it.attempt) for it in items if key(it) in done)
+            self._run_calls(self._mixed_calls(items, stored), lambda todo, rows: on_rows(rows), mixed=True,
+                            stored=stored)
+            return
         calls = []
         for job in jobs:
             todo = [it for it in job if key(it) not in done]
             if todo:
-                calls += [group_in_order(job)] if mixed else self._split(todo)
-        stored = frozenset((it.pos, it.attempt) for it in items if key(it) in done) if mixed else frozenset()
-        self._run_calls(calls, lambda todo, rows: on_rows(rows), mixed=mixed, stored=stored)
+                calls += self._split(todo)
+        self._run_calls(calls, lambda todo, rows: on_rows(rows))
 
     # -- phases ----------------------------------------------------------------------------------------
     def _plan_realized(self) -> list[list[Work]]:
@@ -528,7 +540,6 @@ class Audit:
 
     def _plan_routes(self, spec) -> list[list[Work]]:
         t, p = spec.temperature, spec.top_p
-        n = len(self.questions)
         if self.protocol.routes_mode == "shared":
             pool = self.route_pool(spec)
             return jobs_by_questions(self.by_length, self.batch_size, lambda i: [
@@ -538,7 +549,7 @@ class Audit:
         for i in self.by_length:       # every question its own routes: mixed calls (see _run_calls)
             for j, route in enumerate(self.route_pool(spec, i)):
                 items.append(Work(i, "routes", j, route, frozenset(), t, p, self._seed("routes", i, j, t)))
-        return [list(chunk) for chunk in chunks(items, MIXED_CALL * self.batch_size)]
+        return [items]
 
     def _run_mcts(self, spec) -> None:
         probe = spec.name
@@ -590,11 +601,8 @@ class Audit:
                 members.append((Work(pos, probe, j, route, frozenset(), t, p, self._seed(probe, pos, j, t)),
                                 is_done))
             stored_now = frozenset((m.pos, m.attempt) for m, f in members if f)
-            # this round's calls: independent (each search has one route in the round), each a mixed batch
-            # of MIXED_CALL x batch_size questions, whatever is stored (a resumed run decodes the same batches)
-            ordered = [w for g in group_in_order(m for m, _ in members) for w in g]
-            calls = [group_in_order(chunk) for chunk in chunks(ordered, MIXED_CALL * self.batch_size)
-                     if any((w.pos, w.attempt) not in stored_now for w in chunk)]
+            # this round's calls: independent (each search has one route in the round)
+            calls = self._mixed_calls([m for m, _ in members], stored_now)
 
             def observe(todo: Sequence[Work], rows: list[dict]) -> None:
                 nonlocal generated, correct

@@ -139,20 +139,26 @@ def test_two_runs_same_protocol_and_seed_are_identical(tmp_path, task):
     assert attempts_of(store, c.run_id) != attempts_of(store, a.run_id)
 
 
-@pytest.mark.parametrize("stop_after", [1, 4, 9, 17, 30])
-def test_cancel_then_resume_equals_uninterrupted(tmp_path, task, stop_after):
-    ref_store = Store(tmp_path / "ref.sqlite")
-    ref = audit(ref_store, task, mlp_scan="mcts")
-    store = Store(tmp_path / "s.sqlite")
+def cancel_after(n: int):
+    """(on_event, cancel): cancel is set once `n` progress events have reported generated attempts."""
     cancel = threading.Event()
     seen = []
 
     def on_event(ev):
         if ev.generated:
             seen.append(ev)
-        if len(seen) >= stop_after:
+        if len(seen) >= n:
             cancel.set()
 
+    return on_event, cancel
+
+
+@pytest.mark.parametrize("stop_after", [1, 4, 9, 17, 30])
+def test_cancel_then_resume_equals_uninterrupted(tmp_path, task, stop_after):
+    ref_store = Store(tmp_path / "ref.sqlite")
+    ref = audit(ref_store, task, mlp_scan="mcts")
+    store = Store(tmp_path / "s.sqlite")
+    on_event, cancel = cancel_after(stop_after)
     first = audit(store, task, mlp_scan="mcts", on_event=on_event, cancel=cancel)
     assert first.status == "cancelled"
     assert store.get_run(first.run_id)["status"] == "cancelled"
@@ -196,15 +202,7 @@ def test_a_runner_with_workers_stops_on_cancel_and_resumes(tmp_path, task):
     ref_store = Store(tmp_path / "ref.sqlite")
     ref = audit(ref_store, task, mlp_scan="mcts")
     store = Store(tmp_path / "s.sqlite")
-    cancel = threading.Event()
-    seen = []
-
-    def on_event(ev):
-        if ev.generated:
-            seen.append(ev)
-        if len(seen) >= 5:
-            cancel.set()
-
+    on_event, cancel = cancel_after(5)
     first = audit(store, task, runner=WorkersRunner(), mlp_scan="mcts", on_event=on_event, cancel=cancel)
     assert first.status == "cancelled"
     assert 0 < len(attempts_of(store, first.run_id)) < len(attempts_of(ref_store, ref.run_id))

@@ -389,7 +389,6 @@ class _Group:
     block: nn.Module
     layer: GrowingLayer
     cache: object               # a DynamicCache whose slot `position` is `layer`
-    whole: bool                 # the group is every row of the batch
 
 
 class MixedCache(DynamicCache):
@@ -425,8 +424,7 @@ class MixedCache(DynamicCache):
                 index = torch.cat([torch.arange(starts[j], starts[j] + rows[j]) for j in js])
                 cache = DynamicCache()
                 cache.layers = [kv] * (p + 1)
-                here.append(_Group(index, position_block(arch, layer, p, silenced), kv, cache,
-                                   len(index) == self.batch))
+                here.append(_Group(index, position_block(arch, layer, p, silenced), kv, cache))
             self.groups.append(here)
         self.layers = [_Columns(self)] * self.depth
 
@@ -456,14 +454,14 @@ class MixedCache(DynamicCache):
         for p, groups in enumerate(self.groups):
             kept = []
             for g in groups:
-                pos = new[g.rows.to(new.device)]
+                pos = new[g.rows]
                 keep = pos >= 0
                 if not bool(keep.any()):
                     continue
                 if not bool(keep.all()):
-                    g.layer.batch_select_indices(keep.nonzero()[:, 0].to(g.layer.kbuf.device))
+                    g.layer.batch_select_indices(keep.nonzero()[:, 0])
                     pos = pos[keep]
-                g.rows, g.whole = pos.to(g.rows.device), len(pos) == self.batch
+                g.rows = pos
                 kept.append(g)
             self.groups[p] = kept
 
@@ -493,7 +491,7 @@ class _MixedPosition(nn.Module):
             swap = lambda v, g=g: g.cache if v is mixed else v  # noqa: E731
             a = [swap(v) for v in args]
             kw = {k: swap(v) for k, v in kwargs.items()}
-            if g.whole:
+            if len(g.rows) == mixed.batch:      # every row runs this block here
                 res = g.block(hidden_states, *a, **kw)
                 out = res[0] if isinstance(res, tuple) else res
                 continue
