@@ -1,7 +1,7 @@
 """`reachtui audit --ray`: the audit's generations on Ray workers, one model load per worker, many workers.
 
 `RayRunner` is what the engine sees instead of a `Runner`: `num_layers`, `tokenizer`, and `run_calls`, which
-spreads a phase's runner calls (`reachtui.audit.Call`) over the workers (an actor per GPU, or per `threads`
+spreads a phase's runner calls (`reachtui.engine.plan.Call`) over the workers (an actor per GPU, or per `threads`
 CPU cores) and yields each intervention's generations as soon as a worker has finished it. The engine
 grades and stores them exactly as it does for a local runner: this process is the store's only writer.
 A call runs on a worker with the same prompts, interventions, seeds and batch as it would locally, so a
@@ -233,7 +233,7 @@ def _get(ray, ref):
 
 
 def stream_calls(ray, actors: list, calls: list, *, cancel=None, pool: RayRunner | None = None):
-    """Run `calls` (reachtui.audit.Call) on `actors` (`Worker`s), one call per actor at a time, and yield
+    """Run `calls` (reachtui.engine.plan.Call) on `actors` (`Worker`s), one call per actor at a time, and yield
     (call index, intervention index, generations) for every intervention of every call, each once, in the
     order they finish. A call whose worker is lost goes back to the queue with the interventions not yet
     delivered (a mixed call whole, its delivered interventions then skipped; a line on `pool.losses`);

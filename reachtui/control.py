@@ -46,7 +46,8 @@ from fractions import Fraction
 from typing import Any, Sequence
 
 from reachtui.grading import FORMATS, equivalent, normalize_number
-from reachtui.stats import seed_for
+from reachtui.probes import registry
+from reachtui.seeds import derive_seed
 
 STRATA_SCHEMES = ("format", "none")
 ALL = "all"
@@ -120,7 +121,7 @@ def derangement(golds: Sequence[str], fmt: str = "number", *, seed: int = 0,
         if len(idx) < 2:
             continue
         cycle = list(idx)
-        random.Random(seed_for("control", seed, name)).shuffle(cycle)
+        random.Random(derive_seed("control", seed, name)).shuffle(cycle)
         for a, b in zip(cycle, cycle[1:] + cycle[:1]):
             partner[a] = b
     return partner
@@ -137,7 +138,7 @@ class Scatter:
     no_answer: int = 0
     distinct: int = 0
     control_hits: int = 0
-    control_first: int | None = None
+    control_first: int | None = None  # the k (1-based) of the first attempt hitting the partner's gold
 
 
 @dataclass
@@ -172,9 +173,9 @@ _RUN_QUESTIONS = """
               UNION SELECT DISTINCT question_id FROM attempts WHERE run_id = :run)
   SELECT q.id, q.gold FROM rq JOIN questions q ON q.id = rq.question_id ORDER BY q.idx, q.qid"""
 
-_ANSWER_GROUPS = """
-  SELECT probe, question_id, answer, count(*), min(attempt), coalesce(sum(correct = 1), 0) FROM attempts
-  WHERE run_id = :run AND probe NOT LIKE 'mlp:%' AND probe NOT LIKE 'explore:%'
+_ANSWER_GROUPS = f"""
+  SELECT probe, question_id, answer, count(*), min(attempt) + 1, coalesce(sum(correct = 1), 0) FROM attempts
+  WHERE run_id = :run AND probe IN {registry.sql_list(p.name for p in registry.PROBES)}
   GROUP BY probe, question_id, answer"""
 
 

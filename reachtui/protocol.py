@@ -32,8 +32,9 @@ from typing import Any
 
 from reachtui.errors import ReachError
 from reachtui.grading import FORMATS
+from reachtui.probes import registry
 
-PROBE_NAMES = ("sample", "routes", "mcts", "mcts-blind")  # canonical order; "realized" always runs
+PROBE_NAMES = tuple(registry.names())  # the probes a protocol may list, in order; realized always runs
 ROUTES_MODES = ("shared", "per_question")
 CONTROL_STRATA = ("format", "none")
 DEFAULT_TEMPLATE = "Question: {question}\nAnswer:"
@@ -71,8 +72,8 @@ LATER_FIELDS = (("mcts", "widening", 2.0),)
 
 @dataclass(frozen=True)
 class ProbeSpec:
-    """One probe and its budget K. `temperature` defaults per probe: 1.0 for `sample`, 0.0 (greedy under
-    each route) for `routes`, `mcts` and `mcts-blind`, as the design defines them."""
+    """One probe and its budget K. `temperature` defaults per probe (its registry record): 1.0 for
+    sampling, 0.0 (greedy under each route) for the route probes."""
 
     name: str
     budget: int = 16
@@ -83,7 +84,7 @@ class ProbeSpec:
         if self.name not in PROBE_NAMES:
             raise ReachError(f"protocol: unknown probe {self.name!r} (known: {', '.join(PROBE_NAMES)})")
         if self.temperature is None:
-            object.__setattr__(self, "temperature", 1.0 if self.name == "sample" else 0.0)
+            object.__setattr__(self, "temperature", registry.get(self.name).temperature)
         _coerce(self, f"probe {self.name}: ")
         if self.budget < 1:
             raise ReachError(f"protocol: probe {self.name}: budget must be at least 1, not {self.budget}")
@@ -160,7 +161,7 @@ def _check_decoding(temperature: float, top_p: float, where: str) -> None:
 
 
 def _default_probes() -> tuple[ProbeSpec, ...]:
-    return (ProbeSpec("sample"), ProbeSpec("routes"))
+    return (ProbeSpec(registry.SAMPLE.name), ProbeSpec(registry.ROUTES.name))
 
 
 @dataclass(frozen=True)
@@ -401,7 +402,7 @@ def protocol_from_options(
     specs = list(base.probes)
     if probes is not None:
         names = [n.strip() for n in (probes.split(",") if isinstance(probes, str) else probes)]
-        names = [n for n in names if n and n != "realized"]
+        names = [n for n in names if n and n != registry.REALIZED.name]
         unknown = [n for n in names if n not in PROBE_NAMES]
         if unknown:
             raise ReachError(f"unknown probe {unknown[0]!r} (known: realized, {', '.join(PROBE_NAMES)})")
@@ -410,7 +411,7 @@ def protocol_from_options(
         specs = [replace(p, budget=budget) for p in specs]
     for key, v in (("temperature", temperature), ("top_p", top_p)):
         if v is not None:
-            specs = [replace(p, **{key: v}) if p.name == "sample" else p for p in specs]
+            specs = [replace(p, **{key: v}) if p.name == registry.SAMPLE.name else p for p in specs]
     changes["probes"] = tuple(specs)
     for key, v in (("seed", seed), ("max_new_tokens", max_new_tokens), ("answer_format", answer_format),
                    ("routes_mode", routes_mode), ("chat", chat), ("system", system), ("template", template)):

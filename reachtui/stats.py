@@ -30,7 +30,6 @@ cannot be computed (no questions, or too few bootstrap replicates where the stat
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 from collections import Counter
@@ -86,12 +85,6 @@ def quantile(sorted_values: Sequence[float], q: float) -> float:
     hi = min(lo + 1, n - 1)
     frac = pos - lo
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
-
-
-def seed_for(*parts: object) -> int:
-    """A stable 64-bit seed from any parts (their str()), the same in every process."""
-    h = hashlib.sha256("\x1f".join(map(str, parts)).encode("utf-8")).digest()
-    return int.from_bytes(h[:8], "big")
 
 
 # ------------------------------------------------------------------------------------------------

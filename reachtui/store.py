@@ -472,6 +472,21 @@ class Store(StoreQueries):
                                      ((set_id, q) for q in ids))
         return set_id
 
+    def freeze_failure_sets(self, run_id: int, probes: Iterable[str]) -> dict[str, dict]:
+        """Freeze `failure:<probe>` (reachable under the probe, realized wrong) for each probe that has no
+        set yet, in one transaction; returns {name: set row} for every probe, new or already frozen. The
+        audit and the importer both freeze through here."""
+        from reachtui.outcomes import failure_set_name
+
+        out = {}
+        with self._write():
+            for probe in probes:
+                name = failure_set_name(probe)
+                if self.get_failure_set(run_id, name) is None:
+                    self.create_failure_set(run_id, name, probe, self.failure_candidates(run_id, probe))
+                out[name] = self.get_failure_set(run_id, name)
+        return out
+
     def write_mlp_scan(self, run_id: int, rows: Iterable[Mapping[str, Any]]) -> None:
         """Upsert MLP-scan rows: each has layer, set_id, failure_n, repaired, realized_n, broken
         (repair_rate / break_rate computed when absent; None when the denominator is 0)."""

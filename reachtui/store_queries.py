@@ -14,22 +14,11 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from reachtui.errors import ReachError
+from reachtui.probes.registry import ordered_names
 
 if TYPE_CHECKING:
     import sqlite3
     from pathlib import Path
-
-_PROBE_ORDER = {"realized": 0, "sample": 1, "routes": 2, "mcts": 3, "mcts-blind": 4}
-
-
-def probe_sort_key(probe: str) -> tuple:
-    """realized, sample, routes, mcts, mcts-blind, then mlp:<L> by L, explore:<id> by id, then the rest."""
-    if probe in _PROBE_ORDER:
-        return (0, _PROBE_ORDER[probe], 0, "")
-    kind, _, arg = probe.partition(":")
-    rank = {"mlp": 1, "explore": 2}.get(kind, 3)
-    return (rank, 0, int(arg) if arg.isdigit() else -1, probe)
-
 
 def fts_query(text: str, *, prefix: bool = False) -> str | None:
     """A safe FTS5 MATCH expression: each whitespace-separated chunk (or "quoted phrase") becomes a
@@ -159,64 +148,21 @@ class StoreQueries:
               SELECT (SELECT min(probe) FROM attempts WHERE run_id = :run AND probe > p.probe)
               FROM p WHERE p.probe IS NOT NULL)
             SELECT probe FROM p WHERE probe IS NOT NULL""", {"run": run_id}).fetchall()
-        return sorted((r[0] for r in rows), key=probe_sort_key)
-
-    def question_status(self, run_id: int, probes: list[str] | tuple[str, ...] | None = None) -> list[dict]:
-        """One row per (question, probe) with attempts: question_id, probe, n (attempts), n_correct,
-        first_hit (lowest correct attempt index, None if none), reachable (n_correct > 0) and realized
-        (the question's realized attempt is correct; None while it has not run). One GROUP BY query."""
-        sql = """
-            SELECT question_id, probe, count(*) AS n, coalesce(sum(correct), 0) AS n_correct,
-                   min(CASE WHEN correct = 1 THEN attempt END) AS first_hit,
-                   max(max(CASE WHEN probe = 'realized' AND attempt = 0 THEN correct END))
-                     OVER (PARTITION BY question_id) AS realized
-            FROM attempts WHERE run_id = ? GROUP BY probe, question_id"""
-        params: list[Any] = [run_id]
-        if probes is not None:
-            sql = f"SELECT * FROM ({sql}) WHERE probe IN ({', '.join('?' * len(probes))})"
-            params += list(probes)
-        cur = self.conn.execute(sql + " ORDER BY question_id, probe", params)
-        return [{"question_id": q, "probe": p, "n": n, "n_correct": c, "first_hit": f,
-                 "reachable": c > 0, "realized": None if r is None else bool(r)}
-                for q, p, n, c, f, r in cur]
-
-    def probe_summary(self, run_id: int) -> list[dict]:
-        """Per probe with attempts: n_questions (with ≥1 attempt of it), reachable, realized (of those
-        questions, realized correct), failure (reachable and realized known wrong), n_attempts,
-        n_correct. Probes in display order."""
-        rows = self._rows("""
-            WITH s AS (
-              SELECT question_id, probe, max(coalesce(correct, 0)) AS hit, count(*) AS n,
-                     coalesce(sum(correct), 0) AS c
-              FROM attempts WHERE run_id = :run GROUP BY probe, question_id),
-            r AS (SELECT question_id, correct FROM attempts
-                  WHERE run_id = :run AND probe = 'realized' AND attempt = 0)
-            SELECT s.probe, count(*) AS n_questions, sum(s.hit) AS reachable,
-                   coalesce(sum(r.correct = 1), 0) AS realized,
-                   coalesce(sum(s.hit = 1 AND r.correct = 0), 0) AS failure,
-                   sum(s.n) AS n_attempts, sum(s.c) AS n_correct
-            FROM s LEFT JOIN r ON r.question_id = s.question_id
-            GROUP BY s.probe""", {"run": run_id})
-        return sorted(rows, key=lambda row: probe_sort_key(row["probe"]))
+        return ordered_names(r[0] for r in rows)
 
     def failure_candidates(self, run_id: int, probe: str) -> list[int]:
         """Question ids reachable under `probe` whose realized attempt is wrong, in task order (what
-        `create_failure_set(run_id, f"failure:{probe}", probe, ...)` freezes)."""
-        return [r[0] for r in self.conn.execute("""
-            SELECT a.question_id FROM attempts a
-            JOIN attempts r ON r.run_id = a.run_id AND r.question_id = a.question_id
-                            AND r.probe = 'realized' AND r.attempt = 0 AND r.correct = 0
-            JOIN questions q ON q.id = a.question_id
-            WHERE a.run_id = ? AND a.probe = ?
-            GROUP BY a.question_id HAVING max(a.correct) = 1 ORDER BY q.idx""", (run_id, probe))]
+        `freeze_failure_sets` freezes as failure:<probe>)."""
+        from reachtui.outcomes import FAILURE_CANDIDATES_SQL
+
+        return [r[0] for r in self.conn.execute(FAILURE_CANDIDATES_SQL, {"run": run_id, "probe": probe})]
 
     def realized_ids(self, run_id: int) -> list[int]:
         """Question ids whose realized attempt is correct (the realized set an MLP scan breaks), in task
         order."""
-        return [r[0] for r in self.conn.execute("""
-            SELECT a.question_id FROM attempts a JOIN questions q ON q.id = a.question_id
-            WHERE a.run_id = ? AND a.probe = 'realized' AND a.attempt = 0 AND a.correct = 1
-            ORDER BY q.idx""", (run_id,))]
+        from reachtui.outcomes import REALIZED_IDS_SQL
+
+        return [r[0] for r in self.conn.execute(REALIZED_IDS_SQL, {"run": run_id})]
 
     # -- failure sets, MLP scan, explorations ------------------------------------------------------
 

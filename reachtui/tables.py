@@ -32,18 +32,20 @@ from fractions import Fraction
 from typing import Any, Iterable, Sequence
 
 from reachtui import stats
+from reachtui.seeds import derive_seed
 from reachtui.errors import ReachError
 from reachtui.table_formats import (Column, Table, _is_missing, human_header, human_value,
                                     select)
-from reachtui.probes.passk import pass_at_k as _probes_pass_at_k
+from reachtui import curves
+from reachtui.outcomes import FAILURE_CANDIDATES_SQL, PER_PROBE_CTE, REALIZED_CTE
+from reachtui.probes import registry
+from reachtui.probes.registry import reach_where, realized_where
 # --------------------------------------------------------------------------------------------------
 # Statistics (small, exact, tested against hand-computed values)
 # --------------------------------------------------------------------------------------------------
 
 
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k for one question: n attempts, c correct (NaN when n < k). The probes' estimator."""
-    return _probes_pass_at_k(n, c, k)
+pass_at_k = curves.pass_at_k
 
 
 def mcnemar_exact(gained: int, lost: int) -> float:
@@ -74,9 +76,6 @@ def ratio(num: float | None, den: float | None) -> float:
 
 TABLES = ("summary", "questions", "attempts", "passk", "hits", "mlp-scan", "compare")
 
-#: Probes whose attempts come in a fixed order (attempt j = route j, or the search's j-th generation):
-#: their budget curve is reachable@k from the first hit. Every other probe gets unbiased pass@k.
-ORDERED_PROBES = ("routes", "mcts", "mcts-blind")
 
 
 def _conn(source: Any) -> sqlite3.Connection:
@@ -91,16 +90,8 @@ def _conn(source: Any) -> sqlite3.Connection:
     return conn
 
 
-def _probe_sort_key(probe: str) -> tuple:
-    from reachtui.store_queries import probe_sort_key
-
-    return probe_sort_key(probe)
-
-
-def is_reach_probe(probe: str) -> bool:
-    """A reachability probe (a row of the summary): not the realized attempt, not an MLP-scan or
-    exploration probe."""
-    return probe != "realized" and not probe.startswith(("mlp:", "explore:"))
+_probe_sort_key = registry.sort_key
+is_reach_probe = registry.is_reach
 
 
 def column_suffix(probe: str) -> str:
@@ -188,18 +179,8 @@ _RUN_QUESTIONS = """
   rq AS (SELECT question_id FROM run_questions WHERE run_id = :run
          UNION SELECT DISTINCT question_id FROM attempts WHERE run_id = :run)"""
 
-# Per question: realized (attempt 0 of "realized" correct; NULL when it has not run).
-_REALIZED = """
-  real AS (SELECT question_id, correct AS ok, answer FROM attempts
-           WHERE run_id = :run AND probe = 'realized' AND attempt = 0)"""
-
-# Per (probe, question): attempts, hits, first hit.
-_PER_PROBE = """
-  pq AS (SELECT probe, question_id, count(*) AS n, coalesce(sum(correct = 1), 0) AS c,
-                max(coalesce(correct, 0)) AS hit, min(CASE WHEN correct = 1 THEN attempt END) AS first_hit
-         FROM attempts WHERE run_id = :run AND probe <> 'realized'
-           AND probe NOT LIKE 'mlp:%' AND probe NOT LIKE 'explore:%'
-         GROUP BY probe, question_id)"""
+_REALIZED = REALIZED_CTE
+_PER_PROBE = PER_PROBE_CTE
 
 # Answer-blind selection in SQL, exactly as reachtui.probes.blind does it:
 #   logprob: the highest mean log-prob candidate (NULL lowest), earliest attempt on ties;
@@ -209,8 +190,7 @@ _PER_PROBE = """
 #         When all candidates with the winning answer agree on correctness (always, for graded
 #         attempts: correctness is a function of the answer), that is the pick's correctness; else the
 #         chosen candidate is looked up. GROUP BYs and one small window, no self-joins.
-_CANDIDATES = ("run_id = :run AND probe <> 'realized' AND probe NOT LIKE 'mlp:%' "
-               "AND probe NOT LIKE 'explore:%'")
+_CANDIDATES = f"run_id = :run AND {reach_where()}"
 _BLIND = f"""
   lp_best AS (SELECT probe, question_id, max(mean_logprob) AS m FROM attempts WHERE {_CANDIDATES}
               GROUP BY probe, question_id),
@@ -233,12 +213,12 @@ _BLIND = f"""
 
 def _pivot(probes: Sequence[str], params: dict[str, Any]) -> str:
     """SQL: one row per question of the run with, per probe i, hit{i} (some attempt correct; NULL when the
-    probe has no attempt) and first{i} (lowest correct attempt index). One pass over the attempts index."""
+    probe has no attempt) and first{i} (its first hit, 1-based k). One pass over the attempts index."""
     cols = []
     for i, p in enumerate(probes):
         params[f"p{i}"] = p
         cols.append(f"max(CASE WHEN probe = :p{i} THEN coalesce(correct, 0) END) AS hit{i}, "
-                    f"min(CASE WHEN probe = :p{i} AND correct = 1 THEN attempt END) AS first{i}")
+                    f"min(CASE WHEN probe = :p{i} AND correct = 1 THEN attempt END) + 1 AS first{i}")
     marks = ", ".join(f":p{i}" for i in range(len(probes))) or "NULL"
     return (f"SELECT question_id{''.join(', ' + c for c in cols)} FROM attempts "
             f"WHERE run_id = :run AND probe IN ({marks}) GROUP BY question_id")
@@ -321,8 +301,7 @@ def _per_question_outcomes(con: sqlite3.Connection, run_id: int) -> tuple[
     majority-vote pick is correct}, {probe: ... highest-log-prob pick correct}) for the reach probes."""
     params = {"run": run_id}
     realized_ok = {q for (q,) in con.execute(
-        "SELECT question_id FROM attempts WHERE run_id = :run AND probe = 'realized' AND attempt = 0 "
-        "AND correct = 1", params)}
+        f"SELECT question_id FROM attempts WHERE run_id = :run AND {realized_where()} AND correct = 1", params)}
     per: dict[str, dict[int, tuple[int, int, int | None]]] = {}
     for probe, q, n, c, first in con.execute(f"WITH {_PER_PROBE} SELECT probe, question_id, n, c, first_hit FROM pq",
                                              params):
@@ -360,7 +339,7 @@ def _add_honest_numbers(con: sqlite3.Connection, run_id: int, info: dict[str, An
     realized_ok, per, vote, lp = outcomes
     qids = rc.question_ids
     n = len(qids)
-    real_ctrl = {q for q, s in rc.probe("realized").items() if s.control_hits > 0}
+    real_ctrl = {q for q, s in rc.probe(registry.REALIZED.name).items() if s.control_hits > 0}
     for row in rows:
         probe = row["probe"]
         scatter = rc.probe(probe)
@@ -376,7 +355,7 @@ def _add_honest_numbers(con: sqlite3.Connection, run_id: int, info: dict[str, An
         if n < 2:  # no partner to score against: no control
             row.update(control=math.nan, control_lo=math.nan, control_hi=math.nan, control_robust=math.nan,
                        excess=math.nan)
-        b_seed = stats.seed_for("summary", seed, probe)
+        b_seed = derive_seed("summary", seed, probe)
         if probe == "realized":
             _wilson_keys(row, "reachable", len(realized_ok), n)
             row.update(robust=math.nan, robust_lo=math.nan, robust_hi=math.nan, hits=None, control_at_k=None,
@@ -414,8 +393,7 @@ def _add_honest_numbers(con: sqlite3.Connection, run_id: int, info: dict[str, An
         row["control_at_k"] = None
         if row["n_attempted"] == n and curve:
             budget = row["budget"]
-            row["control_at_k"] = [v_ for k, v_, _c in curve if k <= budget] if probe in ORDERED_PROBES else \
-                [v_ if c == n else math.nan for k, v_, c in curve if k <= budget]
+            row["control_at_k"] = curves.budget_curve(curve, registry.is_ordered(probe), row["budget"], n)
 
 
 def summary_rows(source: Any, run_id: int, *, intervals: bool = False, bootstrap: int = stats.DEFAULT_BOOTSTRAP,
@@ -469,7 +447,7 @@ def summary_rows(source: Any, run_id: int, *, intervals: bool = False, bootstrap
     outcomes = _per_question_outcomes(con, run_id)  # one pass each; the intervals reuse them
     _realized_ok, per_q, vote_q, lp_q = outcomes
     groups = _groups_of(per_q)
-    curves = _curves(con, run_id, groups)
+    budget_curves = _curves(con, run_id, groups)
     vote = {p: len(qs) for p, qs in vote_q.items()}
     lp_best = {p: len(qs) for p, qs in lp_q.items()}
     frozen = dict(con.execute("SELECT probe, max(size) FROM failure_sets WHERE run_id = :run "
@@ -478,11 +456,8 @@ def summary_rows(source: Any, run_id: int, *, intervals: bool = False, bootstrap
     for p, g in groups.items():
         live = None
         if p not in frozen:  # an unfinished run: count what would be frozen
-            live = con.execute(
-                "SELECT count(*) FROM (SELECT a.question_id FROM attempts a JOIN attempts r ON r.run_id = a.run_id "
-                "AND r.question_id = a.question_id AND r.probe = 'realized' AND r.attempt = 0 AND r.correct = 0 "
-                "WHERE a.run_id = :run AND a.probe = :p GROUP BY a.question_id HAVING max(a.correct) = 1)",
-                {"run": run_id, "p": p}).fetchone()[0]
+            live = con.execute(f"SELECT count(*) FROM ({FAILURE_CANDIDATES_SQL})",
+                               {"run": run_id, "probe": p}).fetchone()[0]
         per_probe.append((p, sum(cnt for *_x, cnt in g), sum(cnt for _n, c, _f, cnt in g if c > 0),
                           vote.get(p) or 0, lp_best.get(p) or 0, frozen.get(p), live, max(n for n, *_x in g)))
     for probe, done, reach, n_vote, n_lp, n_frozen, live, max_n in sorted(per_probe,
@@ -491,18 +466,16 @@ def summary_rows(source: Any, run_id: int, *, intervals: bool = False, bootstrap
         b_vote, b_lp = _frac(n_vote, n), _frac(n_lp, n)
         budget = budgets.get(probe, max_n)
         curve = None
-        if done == n and probe in curves:
-            points = curves[probe][1]
-            curve = [v for k, v, _c in points if k <= budget] if probe in ORDERED_PROBES else \
-                [v if c == n else math.nan for k, v, c in points if k <= budget]
+        if done == n and probe in budget_curves:
+            curve = curves.budget_curve(budget_curves[probe][1], registry.is_ordered(probe), budget, n)
         rows.append(dict(
             probe=probe, budget=budget, n=n, n_attempted=done, realized=realized, reachable=reachable,
             gap=reachable - realized, blind_vote=b_vote, blind_logprob=b_lp,
             retained_vote=ratio(_diff(b_vote, realized), reachable - realized),
             retained_logprob=ratio(_diff(b_lp, realized), reachable - realized),
             failure=n_frozen if n_frozen is not None else (live or 0), chance=_chance(info, budget),
-            pass_at_k=None if probe in ORDERED_PROBES else curve,
-            reachable_at_k=curve if probe in ORDERED_PROBES else None))
+            pass_at_k=None if registry.is_ordered(probe) else curve,
+            reachable_at_k=curve if registry.is_ordered(probe) else None))
     if intervals:
         _add_honest_numbers(con, run_id, info, rows, outcomes, bootstrap=bootstrap, seed=seed)
     return rows
@@ -708,8 +681,8 @@ def questions_table(source: Any, run_ids: Sequence[int]) -> Table:
             "SELECT :run, q.qid, q.gold, real.answer, real.correct"
             + "".join(", " + s for s in select_probes)
             + ", q.id FROM rq JOIN questions q ON q.id = rq.question_id"
-            " LEFT JOIN attempts real ON real.run_id = :run AND real.probe = 'realized'"
-            " AND real.question_id = q.id AND real.attempt = 0"
+            f" LEFT JOIN attempts real ON real.run_id = :run AND {realized_where('real')}"
+            " AND real.question_id = q.id"
             " LEFT JOIN piv ON piv.question_id = q.id ORDER BY q.idx"
         )
         scatters = [rc.probe(p) for p in probes]
@@ -814,23 +787,7 @@ def _probe_groups(con: sqlite3.Connection, run_id: int) -> dict[str, list[tuple[
     return dict(sorted(by_probe.items(), key=lambda kv: _probe_sort_key(kv[0])))
 
 
-def _curve_points(ordered: bool, g: Sequence[tuple[int, int, int | None, int]]) -> list[tuple[int, float, int]]:
-    """[(k, value, questions counted)] for k = 1..max n from (n, c, first, count) groups (see `_curves`)."""
-    points = []
-    for k in range(1, max((n for n, *_ in g), default=0) + 1):
-        total, counted = 0.0, 0
-        for n, c, first, count in g:
-            if ordered:
-                if first is not None and first < k:
-                    total += count
-                    counted += count
-                elif n >= k:
-                    counted += count
-            elif n >= k:
-                total += count * pass_at_k(n, c, k)
-                counted += count
-        points.append((k, total / counted if counted else math.nan, counted))
-    return points
+_curve_points = curves.curve_points
 
 
 def _curves(con: sqlite3.Connection, run_id: int,
@@ -845,7 +802,7 @@ def _curves(con: sqlite3.Connection, run_id: int,
     by_probe = _probe_groups(con, run_id) if groups is None else groups
     out = {}
     for probe in sorted(by_probe, key=_probe_sort_key):
-        ordered = probe in ORDERED_PROBES
+        ordered = registry.is_ordered(probe)
         out[probe] = ("reachable@k" if ordered else "pass@k", _curve_points(ordered, by_probe[probe]))
     return out
 
@@ -854,7 +811,7 @@ def _control_points(probe: str, items: Iterable[tuple[int, int, int | None]]) ->
     """The chance control's budget curve from per-question (attempts, control hits, first control hit):
     the same estimator and counting rule as the probe's own curve, with hits of the partner's gold."""
     groups = [(n, c, f, cnt) for (n, c, f), cnt in Counter(items).items()]
-    return _curve_points(probe in ORDERED_PROBES, groups) if groups else []
+    return _curve_points(registry.is_ordered(probe), groups) if groups else []
 
 
 def passk_table(source: Any, run_ids: Sequence[int]) -> Table:
@@ -1051,8 +1008,8 @@ def _status_by_qid(con: sqlite3.Connection, run_id: int, probes: list[str]) -> d
         f"WITH {_RUN_QUESTIONS}, piv AS MATERIALIZED ({piv}) SELECT q.qid, q.idx, real.correct"
         + "".join(f", piv.hit{i}" for i in range(len(probes)))
         + " FROM rq JOIN questions q ON q.id = rq.question_id"
-        " LEFT JOIN attempts real ON real.run_id = :run AND real.probe = 'realized'"
-        " AND real.question_id = q.id AND real.attempt = 0"
+        f" LEFT JOIN attempts real ON real.run_id = :run AND {realized_where('real')}"
+        " AND real.question_id = q.id"
         " LEFT JOIN piv ON piv.question_id = q.id"
     )
     return {r[0]: list(r[1:]) for r in con.execute(sql, params)}
@@ -1122,10 +1079,10 @@ def compare_runs(source: Any, run_a: int, run_b: int, *, allow_unmatched: bool =
         # realized Δ with one seed for every probe row: the same questions give the same interval
         real_lo, real_hi = stats.bootstrap_means(
             _marginal(vectors, (0, 1)),
-            [lambda m: m[1] - m[0]], B=bootstrap, seed=stats.seed_for("compare", seed, "realized"))[0]
+            [lambda m: m[1] - m[0]], B=bootstrap, seed=derive_seed("compare", seed, "realized"))[0]
         reach_lo, reach_hi = stats.bootstrap_means(
             _marginal(vectors, (2, 3)), [lambda m: m[1] - m[0]], B=bootstrap,
-            seed=stats.seed_for("compare", seed, p))[0]
+            seed=derive_seed("compare", seed, p))[0]
         cells[("reachable", p)] = cell
         n = sum(len(v) for v in cell.values())
         if n < len(common):
@@ -1151,7 +1108,7 @@ def compare_runs(source: Any, run_a: int, run_b: int, *, allow_unmatched: bool =
         vectors = Counter({(True, True): len(rc["kept"]), (True, False): len(rc["lost"]),
                            (False, True): len(rc["gained"]), (False, False): len(rc["never"])})
         real_lo, real_hi = stats.bootstrap_means(+vectors, [lambda m: m[1] - m[0]], B=bootstrap,
-                                                 seed=stats.seed_for("compare", seed, "realized"))[0]
+                                                 seed=derive_seed("compare", seed, "realized"))[0]
         rows.append((None, n, real_a, real_b, _diff(real_b, real_a), real_lo, real_hi,
                      math.nan, math.nan, math.nan, math.nan, math.nan,
                      len(rc["gained"]), len(rc["lost"]), len(rc["kept"]), len(rc["never"]),

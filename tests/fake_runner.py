@@ -10,27 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-
-@dataclass(frozen=True)
-class FakeDecoding:
-    max_new_tokens: int = 48
-    temperature: float = 0.0
-    top_p: float = 1.0
-    stop: tuple = ()
-
-
-@dataclass
-class FakeGeneration:
-    text: str
-    token_ids: list
-    mean_logprob: float
-    new_tokens: int
-    layers_executed: int
-    compute: int
+from reachtui.generation import Decoding, Generation
+from reachtui.routes import identity, validate_route
 
 
 def _h(*parts) -> int:
@@ -38,13 +23,23 @@ def _h(*parts) -> int:
 
 
 class FakeRunner:
+    """Implements `reachtui.generation.Runner` (the real contract types, no torch)."""
+
     def __init__(self, num_layers: int = 8, delay: float = 0.0):
         self.num_layers = num_layers
         self.tokenizer = None
+        self.lock = threading.RLock()
+        self.batch_size_hint = None
         self.delay = delay
         self.calls: list[tuple] = []
 
-    def generate(self, prompts, *, route=None, silenced=frozenset(), decoding=FakeDecoding(), seeds=None,
+    def suggest_batch_size(self, prompts, max_new_tokens, route_len):
+        return 64, "fake"
+
+    def check_route(self, route):
+        return identity(self.num_layers) if route is None else validate_route(route, self.num_layers)
+
+    def generate(self, prompts, *, route=None, silenced=frozenset(), decoding=Decoding(), seeds=None,
                  batch_size=64):
         if self.delay:
             time.sleep(self.delay)
@@ -67,11 +62,11 @@ class FakeRunner:
             ans = truth if ok else truth + 1 + h % 3
             text = f" {a}+{b}={ans}. #### {ans}"
             lp = -((h >> 8) % 1000) / 1000.0
-            out.append(FakeGeneration(text, [1] * 8, lp, 8, len(layers), len(layers) * (len(prompt) + 8)))
+            out.append(Generation(text, [1] * 8, lp, 8, len(layers), len(layers) * (len(prompt) + 8)))
         return out
 
 
-    def generate_many(self, prompts, interventions, *, decoding=FakeDecoding(), seeds=None, batch_size=64,
+    def generate_many(self, prompts, interventions, *, decoding=Decoding(), seeds=None, batch_size=64,
                       on_done=None, rows=None):
         out = []
         for i, (route, silenced) in enumerate(interventions):

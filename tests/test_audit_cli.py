@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fake_runner import FakeDecoding, FakeRunner, write_task
+from fake_runner import FakeRunner, write_task
 from reachtui.assets import DEMO_MODEL_DIR
-from reachtui.audit import run_audit
+from reachtui.engine.audit import run_audit
 from reachtui.cli import cli
 from reachtui.protocol import ProbeSpec, Protocol
 from reachtui.store import Store
@@ -36,7 +36,7 @@ def fake_store(tmp_path):
     task = load_task(str(write_task(tmp_path / "t.jsonl", 6)))
     store = Store(tmp_path / "s.sqlite")
     res = run_audit(store, FakeRunner(), model_name="fake", task=task,
-                    protocol=Protocol(probes=(ProbeSpec("sample", budget=2),), seed=1), decoding_factory=FakeDecoding)
+                    protocol=Protocol(probes=(ProbeSpec("sample", budget=2),), seed=1))
     store.close()
     return tmp_path, res.run_id
 

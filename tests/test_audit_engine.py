@@ -7,14 +7,15 @@ from fractions import Fraction
 
 import pytest
 
-from fake_runner import FakeDecoding, FakeRunner, write_task
-from reachtui.audit import run_audit
+from fake_runner import FakeRunner, write_task
+from reachtui.engine.audit import run_audit
 from reachtui.errors import ReachError
 from reachtui.protocol import ProbeSpec, Protocol
 from reachtui.store import Store
 from reachtui.tables import mlp_best
 from reachtui.tables import summary_rows as summarize
 from reachtui.tasks import load_task
+import reference  # noqa: E402
 
 PROBES = (ProbeSpec("sample", budget=4), ProbeSpec("routes", budget=4), ProbeSpec("mcts", budget=4),
           ProbeSpec("mcts-blind", budget=3))
@@ -29,8 +30,7 @@ def audit(store, task, protocol=None, runner=None, **kw):
     protocol = protocol or Protocol(probes=PROBES, seed=3)
     runner = runner or FakeRunner()
     kw.setdefault("batch_size", 5)
-    return run_audit(store, runner, model_name="fake", task=task, protocol=protocol,
-                     decoding_factory=FakeDecoding, **kw)
+    return run_audit(store, runner, model_name="fake", task=task, protocol=protocol, **kw)
 
 
 def _plain(rows):
@@ -219,8 +219,8 @@ def test_mcts_distinct_budget_and_first_hit(tmp_path, task):
                                  "AND probe = 'mcts' GROUP BY question_id", (res.run_id,)).fetchall()
     assert len(rows) == 12
     assert all(n == 4 and d == 4 for _, n, d, _ in rows)
-    hits = {q: h for q, _, _, h in rows}
-    status = {r["question_id"]: r["first_hit"] for r in store.question_status(res.run_id, ["mcts"])}
+    hits = {q: None if h is None else h + 1 for q, _, _, h in rows}   # first hit: 1-based k
+    status = {r["question_id"]: r["first_hit"] for r in reference.question_status(store, res.run_id, ["mcts"])}
     assert status == hits
     ident = ",".join(["0-7"])
     assert not store.conn.execute("SELECT 1 FROM attempts WHERE run_id = ? AND probe LIKE 'mcts%' AND route = ?",

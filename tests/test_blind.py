@@ -2,8 +2,8 @@ import math
 
 import pytest
 
-from reachtui.probes.blind import Candidate as C
-from reachtui.probes.blind import blind_correct, select, select_logprob, select_vote
+from blind_reference import Candidate as C
+from blind_reference import blind_correct, select, select_logprob, select_vote
 
 
 def test_vote_majority_wins():

@@ -24,7 +24,7 @@ def test_help_lists_commands():
 
 def test_heavy_libraries_are_not_imported_by_import_or_help():
     code = (
-        "import sys, reachtui, reachtui.cli, reachtui.audit, reachtui.cluster\n"
+        "import sys, reachtui, reachtui.cli, reachtui.engine.audit, reachtui.cluster\n"
         "from click.testing import CliRunner\n"
         "r = CliRunner().invoke(reachtui.cli.cli, ['--help'])\n"
         "assert r.exit_code == 0, r.output\n"

@@ -13,10 +13,11 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-from fake_runner import FakeDecoding, FakeRunner, _h, write_task
+from reachtui.generation import Decoding
+from fake_runner import FakeRunner, _h, write_task
 
 from reachtui import tables as T
-from reachtui.audit import run_audit
+from reachtui.engine.audit import run_audit
 from reachtui.cli import cli
 from reachtui.protocol import ProbeSpec, Protocol
 from reachtui.store import Store
@@ -26,7 +27,7 @@ from reachtui.tasks import load_task
 class TrainedRunner(FakeRunner):
     """The same fake model, except that its default decoding also gets questions with hash % 3 == 1 right."""
 
-    def generate(self, prompts, *, route=None, silenced=frozenset(), decoding=FakeDecoding(), seeds=None,
+    def generate(self, prompts, *, route=None, silenced=frozenset(), decoding=Decoding(), seeds=None,
                  batch_size=64):
         out = super().generate(prompts, route=route, silenced=silenced, decoding=decoding, seeds=seeds,
                                batch_size=batch_size)
@@ -47,12 +48,10 @@ def audits(tmp_path_factory):
     task = load_task(str(write_task(tmp / "t.jsonl", 30)))
     path = tmp / "s.sqlite"
     with Store(path) as store:
-        a = run_audit(store, FakeRunner(), model_name="base", task=task, protocol=PROTOCOL,
-                      decoding_factory=FakeDecoding).run_id
-        b = run_audit(store, TrainedRunner(), model_name="trained", task=task, protocol=PROTOCOL,
-                      decoding_factory=FakeDecoding).run_id
+        a = run_audit(store, FakeRunner(), model_name="base", task=task, protocol=PROTOCOL).run_id
+        b = run_audit(store, TrainedRunner(), model_name="trained", task=task, protocol=PROTOCOL).run_id
         c = run_audit(store, FakeRunner(), model_name="base-seed4", task=task,
-                      protocol=Protocol(probes=PROTOCOL.probes, seed=4), decoding_factory=FakeDecoding).run_id
+                      protocol=Protocol(probes=PROTOCOL.probes, seed=4)).run_id
     return path, a, b, c
 
 

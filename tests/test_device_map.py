@@ -21,8 +21,9 @@ from engine_tiny import build_model, char_tokenizer, recompute_greedy  # noqa: E
 from reachtui.errors import ReachError  # noqa: E402
 from reachtui.model import routing  # noqa: E402
 from reachtui.model.load import load_model  # noqa: E402
-from reachtui.model.routes import Route  # noqa: E402
-from reachtui.model.run import Decoding, Runner  # noqa: E402
+from reachtui.routes import Route  # noqa: E402
+from reachtui.generation import Decoding  # noqa: E402
+from reachtui.model.run import Runner  # noqa: E402
 
 PROMPTS = ["12+7=? A:", "What is 3*4?", "hello there, friend: 5-2"]
 NEW = 8

@@ -27,8 +27,9 @@ from reachtui.assets import DEMO_MODEL_DIR  # noqa: E402
 from reachtui.errors import ReachError  # noqa: E402
 from reachtui.model import routing  # noqa: E402
 from reachtui.model.layers import discover  # noqa: E402
-from reachtui.model.routes import Route  # noqa: E402
-from reachtui.model.run import Decoding, Runner  # noqa: E402
+from reachtui.routes import Route  # noqa: E402
+from reachtui.generation import Decoding  # noqa: E402
+from reachtui.model.run import Runner  # noqa: E402
 
 PROMPTS = ["12+7=? A:", "What is 3*4?", "hello there, friend: 5-2"]
 NEW = 8

@@ -69,8 +69,8 @@ def test_jsonl_import_gives_realized_reachable_and_failure_sets(tmp_path, task_f
     assert rows["sample"]["budget"] == 3 and rows["routes"]["budget"] == 2
     assert sets == {"failure:sample": {("a2",), ("a5",)}, "failure:routes": {("a2",)}}
     assert rows["sample"]["failure_set_size"] == 2 and rows["routes"]["failure_set_size"] == 1
-    assert q["a5"]["answer"] == "14" and q["a5"]["realized"] is False and q["a5"]["first_hit_sample"] == 0
-    assert q["a1"]["first_hit_sample"] == 2 and q["a4"]["first_hit_routes"] == 1
+    assert q["a5"]["answer"] == "14" and q["a5"]["realized"] is False and q["a5"]["first_hit_sample"] == 1
+    assert q["a1"]["first_hit_sample"] == 3 and q["a4"]["first_hit_routes"] == 2   # k, 1-based
     assert q["a2"]["reachable_routes"] is True and q["a3"]["reachable_sample"] is False
     assert protocol["template"].startswith("[imported") and protocol["answer_format"] == "number"
     assert [(p["name"], p["budget"]) for p in protocol["probes"]] == [("sample", 3), ("routes", 2)]

@@ -198,7 +198,8 @@ def test_generate_json(tiny_dirs):
 
 def test_generate_plain_matches_runner(tiny_dirs):
     from reachtui.model.load import load_model
-    from reachtui.model.run import Decoding, Runner
+    from reachtui.generation import Decoding
+    from reachtui.model.run import Runner
 
     path = str(tiny_dirs["good"])
     code, out, err = _run(["generate", path, "What is 3*4?", "--max-new-tokens", "5", "--route", "0-1,1-3",

@@ -5,14 +5,7 @@ from fractions import Fraction
 
 import pytest
 
-from reachtui.probes.passk import (
-    first_hit,
-    mean_pass_at_k,
-    pass_at_k,
-    pass_at_k_curve,
-    reachable_at_k,
-    reachable_curve,
-)
+from reachtui.curves import budget_curve, curve_points, mean_pass_at_k, pass_at_k
 
 
 def closed_form(n: int, c: int, k: int) -> float:
@@ -48,22 +41,29 @@ def test_edge_cases():
         pass_at_k(3, 1, 0)
 
 
-def test_mean_and_curve():
+def test_mean_and_pass_at_k_curve():
     counts = [(4, 0), (4, 1), (4, 4)]
     assert mean_pass_at_k(counts, 1) == pytest.approx((0 + 0.25 + 1) / 3)
-    curve = pass_at_k_curve(counts)
-    assert len(curve) == 4
+    points = curve_points(False, [(n, c, None, 1) for n, c in counts])
+    assert [k for k, _v, _c in points] == [1, 2, 3, 4] and all(c == 3 for _k, _v, c in points)
+    curve = [v for _k, v, _c in points]
+    assert curve[0] == pytest.approx((0 + 0.25 + 1) / 3)
     assert curve[-1] == pytest.approx(2 / 3)
     assert all(a <= b + 1e-12 for a, b in zip(curve, curve[1:]))
     assert math.isnan(mean_pass_at_k([], 1))
     assert math.isnan(mean_pass_at_k([(2, 1)], 3))
+    # a question with fewer attempts than k is left out at that k; the summary then reports NaN there
+    points = curve_points(False, [(4, 1, 2, 1), (2, 0, None, 1)])
+    assert [c for _k, _v, c in points] == [2, 2, 1, 1]
+    summary = budget_curve(points, False, 4, 2)
+    assert summary[:2] == [v for _k, v, _c in points[:2]] and all(math.isnan(v) for v in summary[2:])
 
 
 def test_reachable_at_k_from_first_hits():
-    hits = [0, 3, None, 1]
-    assert reachable_at_k(hits, 1) == 0.25
-    assert reachable_at_k(hits, 2) == 0.5
-    assert reachable_at_k(hits, 4) == 0.75
-    assert reachable_curve(hits, 4) == [0.25, 0.5, 0.5, 0.75]
-    assert first_hit([False, False, True, True]) == 2
-    assert first_hit([False]) is None
+    # first hits (1-based k): 1, 4, never, 2; four attempts each
+    groups = [(4, 1, 1, 1), (4, 1, 4, 1), (4, 0, None, 1), (4, 2, 2, 1)]
+    assert [v for _k, v, _c in curve_points(True, groups)] == [0.25, 0.5, 0.5, 0.75]
+    # a hit at k = 1 counts at every k; a question with 2 attempts and no hit only up to k = 2
+    points = curve_points(True, [(1, 1, 1, 1), (2, 0, None, 1)])
+    assert points == [(1, 0.5, 2), (2, 0.5, 2)]
+    assert budget_curve(points, True, 2, 2) == [0.5, 0.5]

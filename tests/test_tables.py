@@ -23,9 +23,10 @@ from reachtui import table_formats as F
 from reachtui import tables as T
 from reachtui.cli import cli
 from reachtui.errors import ReachError
-from reachtui.probes.blind import Candidate, blind_correct
-from reachtui.probes.passk import pass_at_k
+from blind_reference import Candidate, blind_correct
+from reachtui.curves import pass_at_k
 from reachtui.store import Store
+import reference  # noqa: E402
 
 PROBES = ("sample", "routes", "mcts", "mcts-blind")
 LAYERS = (0, 1, 2, 3)
@@ -121,7 +122,7 @@ def expected_questions(store, run_id):
                                            "FROM attempts WHERE run_id = ? AND question_id = ? AND probe <> "
                                            "'realized' AND probe NOT LIKE 'mlp:%' GROUP BY probe", run_id, q):
             s = probe.replace("-", "_")
-            row[f"reachable_{s}"], row[f"first_hit_{s}"] = bool(hit), first
+            row[f"reachable_{s}"], row[f"first_hit_{s}"] = bool(hit), None if first is None else first + 1
         out[qid] = row
     return out
 
@@ -498,7 +499,7 @@ def test_summary_round_trip_values_match_store_queries(store_path):
     """tables.py and the store's own probe_summary agree on reachable and failure counts."""
     with Store(store_path, readonly=True) as store:
         mine = {r["probe"]: r for r in T.summary_table(store, [1]).dicts()}
-        theirs = {r["probe"]: r for r in store.probe_summary(1)}
+        theirs = {r["probe"]: r for r in reference.probe_summary(store, 1)}
     for probe in PROBES:
         assert mine[probe]["reachable"] == pytest.approx(theirs[probe]["reachable"] / theirs[probe]["n_questions"])
         assert mine[probe]["failure_set_size"] == theirs[probe]["failure"]

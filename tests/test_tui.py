@@ -15,9 +15,11 @@ from types import SimpleNamespace
 import pytest
 
 from reachtui.store import Store
+from reachtui.generation import Generation
 from reachtui.tui.app import ReachApp
 from reachtui.tui.intervention import Intervention
 from tui_store import build_store
+import reference  # noqa: E402
 
 SIZE = (150, 42)
 
@@ -83,7 +85,7 @@ async def test_open_shows_counts_and_rows(stored):
         assert c.n == 60 and c.realized == len(ids["realized"])
         assert c.failure == {"sample": len(ids["failure:sample"]), "routes": len(ids["failure:routes"])}
         with Store(path, readonly=True) as s:
-            summary = {r["probe"]: r for r in s.probe_summary(run_id)}
+            summary = {r["probe"]: r for r in reference.probe_summary(s, run_id)}
         assert c.reached == {p: summary[p]["reachable"] for p in ("sample", "routes")}
         header = str(app.query_one("#run-counters").render())
         assert f"realized {100 * c.realized / 60:.1f}%" in header
@@ -178,18 +180,23 @@ async def test_layer_strip_keys_and_typed_route(stored):
 
 
 class FakeRunner:
-    """Answers each synthetic question right iff MLP 2 is silenced (a stand-in for a model)."""
+    """Answers each synthetic question right iff MLP 2 is silenced (a stand-in for a model that implements
+    `reachtui.generation.Runner`)."""
 
     num_layers = 8
     tokenizer = None
+    batch_size_hint = None
     loaded = SimpleNamespace(name="fake", path="/fake", device="cpu", dtype="float32")
 
     def __init__(self):
         self.lock = threading.RLock()
         self.calls = 0
 
+    def suggest_batch_size(self, prompts, max_new_tokens, route_len):
+        return 64, "fake"
+
     def check_route(self, route):
-        from reachtui.model.routes import identity
+        from reachtui.routes import identity
 
         return route if route is not None else identity(self.num_layers)
 
@@ -202,8 +209,7 @@ class FakeRunner:
                 gold = a + b - c
                 answer = gold if 2 in silenced else gold + 1
                 text = f" {a}+{b}={a + b}. {a + b}-{c}={answer}. #### {answer}"
-                out.append(SimpleNamespace(text=text, mean_logprob=-0.1, new_tokens=9,
-                                           layers_executed=len(route) if route else 8, compute=100))
+                out.append(Generation(text, [1] * 9, -0.1, 9, len(route) if route else 8, 100))
         return out
 
 
@@ -308,6 +314,7 @@ async def test_charts_and_help_open_and_close(stored):
 
 async def test_live_audit_fills_the_table(tmp_path):
     """An audit job (here: writing a synthetic run in steps) fills the table while it runs."""
+    from reachtui.engine.progress import Progress
     from reachtui.tui.app import Launch
 
     path = tmp_path / "live.sqlite"
@@ -315,7 +322,7 @@ async def test_live_audit_fills_the_table(tmp_path):
 
     def job(get_runner, on_event, cancel):
         run_id = build_store(path, n=30, k=4, progress=0.5)
-        on_event(run_id, 15, 30, "realized 15/30")
+        on_event(Progress(run_id, "realized", 15, 30))
         return run_id
 
     app = ReachApp(path, launch=Launch(model="synthetic", audit_job=job))
@@ -434,7 +441,8 @@ def test_word_diff_marks_changes():
 async def test_worker_messages_while_another_screen_is_on_top(stored):
     """The audit, a live run or an apply may report while the charts or help are open: the main
     screen's widgets are updated underneath, nothing crashes."""
-    from reachtui.tui.app import ApplyProgress, AuditEvent, LiveDone, ModelState
+    from reachtui.engine.progress import APPLY, DONE, Progress
+    from reachtui.tui.messages import EngineProgress, LiveDone, ModelState
 
     path, run_id = stored
     app = ReachApp(path)
@@ -443,16 +451,16 @@ async def test_worker_messages_while_another_screen_is_on_top(stored):
         assert type(app.screen).__name__ == "ChartsScreen"
         app.reload(force=True)
         app.post_message(ModelState("fake ready", 8))
-        app.post_message(AuditEvent(run_id, 3, 10, "sample 3/10"))
+        app.post_message(EngineProgress(Progress(run_id, "sample", 3, 10)))
         app.post_message(LiveDone(dict(qid="syn-00000", gold="1", intervention="silence MLP 1", text=" 1 #### 1",
                                         answer="1", correct=True, route="0-7", silenced="1", new_tokens=5,
                                         seconds=0.01, default_text=None, default_answer=None,
                                         default_correct=None)))
-        app.post_message(ApplyProgress(dict(exploration_id=9, name="x", target="failure:sample", done=1, total=2,
-                                            repaired=1, failure_n=1, broken=0, realized_n=1, status="running")))
+        app.post_message(EngineProgress(Progress(run_id, APPLY, 1, 2, extra=dict(
+            exploration_id=9, name="x", target="failure:sample", repaired=1, failure_n=1, broken=0, realized_n=1))))
         await settle(app, pilot, 0.1)
         await pilot.press("escape", "question_mark")
-        app.post_message(AuditEvent(run_id, None, None, "finished", finished=True))
+        app.post_message(EngineProgress(Progress(run_id, DONE, 10, 10, status="complete")))
         await settle(app, pilot, 0.1)
         assert app.is_running
         await pilot.press("escape")

@@ -51,7 +51,7 @@ def protocol():
 
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory, runner, protocol):
-    from reachtui.audit import run_audit
+    from reachtui.engine.audit import run_audit
     from reachtui.store import Store
     from reachtui.tasks import load_task
 

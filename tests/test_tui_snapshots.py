@@ -25,7 +25,7 @@ async def _settle(pilot) -> None:
 
     app = pilot.app
     end = time.monotonic() + 10
-    while app._detail_timer is not None and time.monotonic() < end:
+    while app.main.detail_timer is not None and time.monotonic() < end:
         await pilot.pause(0.02)
     await pilot.pause(0.05)
 

@@ -12,6 +12,7 @@ import random
 from pathlib import Path
 from types import SimpleNamespace
 
+from reachtui.protocol import ProbeSpec, Protocol
 from reachtui.store import Store
 
 QUESTION_WORDS = ("apples", "marbles", "pencils", "stickers", "coins", "books", "shells", "cards")
@@ -46,10 +47,8 @@ def build_store(path: str | Path, *, n: int = 40, k: int = 8, probes: tuple[str,
     `progress` < 1 writes only the first fraction of the questions (an audit still running)."""
     rng = random.Random(seed)
     task = synthetic_task(n, seed)
-    protocol = {"template": "Question: {question}\nAnswer:", "answer_format": "number",
-                "probes": [{"name": p, "budget": k, "temperature": 1.0, "top_p": 1.0} for p in probes],
-                "max_new_tokens": 48, "seed": seed}
-    phash = hashlib.sha256(json.dumps(protocol, sort_keys=True).encode()).hexdigest()[:12]
+    spec = Protocol(probes=tuple(ProbeSpec(p, budget=k, temperature=1.0) for p in probes), seed=seed)
+    protocol, phash = spec.canonical_json(), spec.hash()
     with Store(path) as store:
         model_id = store.upsert_model(model, model_path, "LlamaForCausalLM", num_layers)
         task_id = store.upsert_task(task)

@@ -18,18 +18,8 @@ import time
 import click
 
 from reachtui.commands.options import placement_options
+from reachtui.engine.progress import DONE, FAILURE_SETS
 from reachtui.errors import ReachError
-
-PHASE_LABELS = {
-    "realized": "realized",
-    "sample": "sample",
-    "routes": "routes",
-    "mcts": "mcts",
-    "mcts-blind": "mcts-blind",
-    "failure_sets": "failure sets",
-    "mlp_scan": "MLP scan",
-}
-
 
 def _pct(x) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
@@ -108,18 +98,6 @@ def mlp_text(store, run_id: int) -> list[str]:
     return out
 
 
-def _versions(loaded) -> dict:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {"device": str(loaded.device), "dtype": str(loaded.dtype)}
-    for pkg in ("torch", "transformers"):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            out[pkg] = None
-    return out
-
-
 def _ray_runner(model, address, protocol, **kw):
     """The Ray workers' runner. Prompts are rendered here: a chat template needs the tokenizer here too."""
     from reachtui.cluster import RayRunner
@@ -155,13 +133,13 @@ class _Bar:
         return self.progress.__exit__(*exc)
 
     def __call__(self, ev) -> None:
-        if ev.phase == "done":
+        if ev.phase == DONE:
             return
-        label = PHASE_LABELS.get(ev.phase, ev.phase)
+        label = ev.label
         if ev.phase not in self.tasks:
             self.tasks[ev.phase] = self.progress.add_task(label, total=max(ev.total, 1), info="")
         tid = self.tasks[ev.phase]
-        if ev.phase == "failure_sets":
+        if ev.phase == FAILURE_SETS:
             info = "frozen"
         else:
             info = f"{ev.correct} ok"
@@ -213,7 +191,7 @@ def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, 
     question; every attempt stored, resumable. MODEL is `demo`, a directory, or a cached HF id."""
     from rich.console import Console
 
-    from reachtui.audit import check_given_run, run_audit
+    from reachtui.engine.audit import check_given_run, run_audit
     from reachtui.protocol import Protocol, load_protocol_file, protocol_from_options
     from reachtui.store import Store
     from reachtui.tasks import load_task
@@ -266,14 +244,14 @@ def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, 
     t_load = time.monotonic()
     if ray_address is None:
         from reachtui.model.load import load_model
-        from reachtui.model.run import Runner
+        from reachtui.model.run import Runner, versions
 
         with err.status(f"loading {model} ..."):
             loaded = load_model(model, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
                                 allow_download=allow_download, device_map=device_map, offload_folder=offload_folder)
             runner = Runner(loaded)
         info = dict(name=loaded.name, path=str(loaded.path), model_class=loaded.arch.model_class,
-                    **_versions(loaded))
+                    **versions(loaded))
         where = ""
     else:
         with err.status(f"starting Ray workers, each loading {model} ..."):

@@ -44,7 +44,7 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
     if not 0.0 < top_p <= 1.0:
         raise ReachError("--top-p must be in (0, 1]")
     from reachtui.model.load import load_model
-    from reachtui.model.routes import format_route, parse_route, parse_silenced
+    from reachtui.routes import format_route, parse_route, parse_silenced
 
     # Syntax first (descending ranges, junk), before the model is loaded; ranges are checked after.
     if route_spec is not None:
@@ -66,7 +66,8 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
             stop = tuple(proto.stop)
 
     from reachtui.grading import extract_answer
-    from reachtui.model.run import Decoding, Runner
+    from reachtui.generation import Decoding
+    from reachtui.model.run import Runner
 
     runner = Runner(loaded)
     gen = runner.generate([text_in], route=route, silenced=silenced, seeds=[seed],

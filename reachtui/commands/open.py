@@ -49,32 +49,22 @@ def find_finished_run(store_path: Path, model: str, task, protocol, limit: int |
 
 
 def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_scan, new_run):
-    """The audit as the app's worker runs it: `job(get_runner, on_event, cancel) -> run_id`, with its own
-    store connection (made in the worker's thread) and the app's shared Runner."""
+    """The audit as the app's worker runs it: `job(get_runner, on_event(Progress), cancel) -> run_id`, with
+    its own store connection (made in the worker's thread) and the app's shared Runner."""
 
     def job(get_runner, on_event, cancel) -> int:
-        from reachtui.audit import run_audit
+        from reachtui.engine.audit import run_audit
         from reachtui.store import Store
+
+        from reachtui.model.run import versions
 
         runner = get_runner()
         loaded = runner.loaded
-        versions = {"device": str(loaded.device), "dtype": str(loaded.dtype)}
-        try:
-            from importlib.metadata import version
-
-            versions.update(torch=version("torch"), transformers=version("transformers"))
-        except Exception:  # noqa: BLE001 - versions are informative only
-            pass
-
-        def event(ev) -> None:
-            label = f"{ev.phase} {ev.done}/{ev.total}" if ev.phase != "failure_sets" else ev.message
-            on_event(ev.run_id, ev.done, ev.total, label or ev.phase)
-
         with Store(store_path) as store:
             result = run_audit(store, runner, model_name=loaded.name, model_path=str(loaded.path),
                                model_class=loaded.arch.model_class, task=task, protocol=protocol, limit=limit,
-                               batch_size=batch_size, mlp_scan=mlp_scan, on_event=event, cancel=cancel,
-                               versions=versions, new=new_run)
+                               batch_size=batch_size, mlp_scan=mlp_scan, on_event=on_event, cancel=cancel,
+                               versions=versions(loaded), new=new_run)
         return result.run_id
 
     return job
@@ -204,7 +194,7 @@ def read_keymap(path: str) -> dict[str, str]:
                 raise ReachError(f"--keymap {path}: {name} must be a key name like \"F\" or \"ctrl+f\"")
 
     walk("", raw)
-    from reachtui.tui.app import binding_ids
+    from reachtui.tui.actions import binding_ids
 
     known = binding_ids()
     unknown = sorted(set(flat) - set(known))

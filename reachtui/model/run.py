@@ -18,37 +18,13 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass, field
 
 import torch
 
 from reachtui.errors import ReachError
 from reachtui.model import routing
-from reachtui.model.routes import Route, identity, validate_route
-
-
-@dataclass(frozen=True)
-class Decoding:
-    max_new_tokens: int = 48
-    temperature: float = 0.0
-    top_p: float = 1.0
-    stop: tuple[str, ...] = ()
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature <= 0.0
-
-
-@dataclass
-class Generation:
-    text: str
-    token_ids: list[int]
-    mean_logprob: float
-    new_tokens: int
-    layers_executed: int
-    compute: int
-    prompt_tokens: int = 0
-    finish: str = field(default="length")   # "eos" | "stop" | "length"
+from reachtui.generation import Decoding, Generation
+from reachtui.routes import Route, identity, validate_route
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -153,7 +129,7 @@ class Runner:
         if route is None:
             return identity(self.num_layers)
         if isinstance(route, str):
-            from reachtui.model.routes import parse_route
+            from reachtui.routes import parse_route
 
             return parse_route(route, self.num_layers, max_repeat=10**9)
         return validate_route(route, self.num_layers, max_repeat=10**9)
@@ -623,3 +599,7 @@ def runtime_info() -> dict:
 
     return dict(torch=version("torch"), transformers=version("transformers"), threads=torch.get_num_threads())
 
+
+def versions(loaded) -> dict:
+    """What a run records about where it ran: device, dtype, the torch and transformers versions."""
+    return dict(device=str(loaded.device), dtype=str(loaded.dtype), **runtime_info())

@@ -16,7 +16,7 @@ The tree (as in CoLa, arXiv 2507.07996, with the protocol's parameters):
   follows the block). Deeper actions act on one position of the route: skip it, or repeat it once.
 - Every route obeys the route sampler's bounds: length within [ceil(min_frac·L), floor(max_frac·L)], a
   layer at most `max_repeat` times, first / last layer never dropped when `keep_first` / `keep_last`
-  (as `reachtui.model.routes.legal_actions`).
+  (as `reachtui.routes.legal_actions`).
   The identity route is never a child.
 - Selection: from the root, descend to the child with the highest
   UCB = mean reward − λ·len(route)/L + c·sqrt(ln N / n)
@@ -219,7 +219,7 @@ class RouteSearch:
     def _make_route(self, layers: tuple[int, ...]):
         if self._route_factory is not None:
             return self._route_factory(layers)
-        from reachtui.model.routes import Route  # pure Python module
+        from reachtui.routes import Route  # pure Python module
         return Route(layers)
 
     def _ensure_untried(self, node: _Node) -> None:

@@ -45,28 +45,25 @@ class Intervention:
 
     @property
     def route_text(self) -> str:
-        from reachtui.model.routes import Route, format_route
+        from reachtui.routes import Route, format_route
 
         return format_route(Route(self.layers))
 
     @property
     def silenced_text(self) -> str:
-        from reachtui.model.routes import format_silenced
+        from reachtui.routes import format_silenced
 
         return format_silenced(self.silenced)
 
     def describe(self) -> str:
         """One line: what this intervention does, e.g. `route 0-3,3,5-7 · silence MLP 5`."""
-        parts = []
-        if not self.is_identity_route:
-            parts.append(f"route {self.route_text}")
-        if self.silenced:
-            parts.append(f"silence MLP {self.silenced_text}")
-        return " · ".join(parts) or "default (identity route, nothing silenced)"
+        from reachtui.routes import describe_intervention
+
+        return describe_intervention(self.layers, self.silenced, self.num_layers)
 
     def route(self):
         """The `Route` value for the runner (None for the identity route)."""
-        from reachtui.model.routes import Route
+        from reachtui.routes import Route
 
         return None if self.is_identity_route else Route(self.layers)
 
@@ -112,12 +109,12 @@ class Intervention:
 
     def with_route_text(self, text: str) -> Intervention:
         """Parse a typed route (`0-3,3,5-11`); a bad one raises ReachError with a clear line."""
-        from reachtui.model.routes import parse_route
+        from reachtui.routes import parse_route
 
         route = parse_route(text, self.num_layers, max_repeat=MAX_REPEAT)
         return Intervention(self.num_layers, tuple(route.layers), self.silenced)
 
     def with_silenced_text(self, text: str) -> Intervention:
-        from reachtui.model.routes import parse_silenced
+        from reachtui.routes import parse_silenced
 
         return Intervention(self.num_layers, self.layers, frozenset(parse_silenced(text, self.num_layers)))

@@ -42,8 +42,9 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     from reachtui.model.load import load_model
-    from reachtui.model.routes import Route, format_route, sample_routes
-    from reachtui.model.run import Decoding, Runner
+    from reachtui.routes import Route, format_route, sample_routes
+    from reachtui.generation import Decoding
+    from reachtui.model.run import Runner
     from reachtui.protocol import Protocol
     from reachtui.tasks import load_task
 

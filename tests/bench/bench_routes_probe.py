@@ -4,7 +4,7 @@ one batched generation per route) against a one-question-one-route loop, in the 
     python tests/bench/bench_routes_probe.py [--model demo] [--task demo] [--questions N] [--routes 16]
                                              [--batch-size 64] [--loop-attempts 64] [--threads N]
 
-Both sides go through the real engine (`reachtui.audit`), grading and store writes included, on a
+Both sides go through the real engine (`reachtui.engine`), grading and store writes included, on a
 temporary store:
 - batched: the routes probe as `reachtui audit` runs it: jobs of --batch-size questions, each with all K
   routes in one `Runner.generate_many` call (the chunk's prompts prefilled once for the positions a route
@@ -46,7 +46,7 @@ def main() -> None:
     import torch
 
     from probe_timing import load, timed_audit
-    from reachtui.audit import Audit, open_run
+    from reachtui.engine.audit import Audit, open_run
     from reachtui.protocol import ProbeSpec, Protocol
     from reachtui.store import Store
 

@@ -4,7 +4,8 @@
 
 Attempts per question: 1 realized + the rest split between "sample" and "routes". Writes go in batches
 of 1,024 rows (as the audit engine writes them). The reads are timed on a fresh read-only connection,
-as the app opens a stored audit: run_questions, question_status, probe_summary, probe_names, search.
+as the app opens a stored audit (`reachtui.tui.data.AuditData`: the run, its rows, its frozen sets), then
+the store's other reads (probe_names, failure_candidates, search, ...).
 The app's budget for first paint is 1.0 s in total.
 """
 
@@ -113,19 +114,18 @@ def run(args: argparse.Namespace, path: Path) -> None:
     ro = Store(path, readonly=True)
     t_open = time.perf_counter() - t0
     print(f"  open read-only                     {t_open * 1000:8.1f} ms")
-    first = {}
+    from reachtui.tui.data import AuditData
+
     t0 = time.perf_counter()
-    run = ro.latest_run()
-    first["questions"] = ro.run_questions(run["id"])
-    first["status"] = ro.question_status(run["id"])
-    first["summary"] = ro.probe_summary(run["id"])
-    t_first = time.perf_counter() - t0 + t_open
-    print(f"  FIRST PAINT (open + latest_run + run_questions + question_status + probe_summary), "
-          f"cold: {t_first * 1000:.1f} ms")
+    data = AuditData(path)
+    info = data.run(data.latest_run_id())
+    data.rows(info)
+    data.failure_sets(info.id)
+    t_first = time.perf_counter() - t0
+    print(f"  FIRST PAINT (AuditData: open + run + rows + failure sets), cold: {t_first * 1000:.1f} ms")
     timed("latest_run", ro.latest_run)
     timed("run_questions", lambda: ro.run_questions(run_id))
-    timed("question_status", lambda: ro.question_status(run_id))
-    timed("probe_summary", lambda: ro.probe_summary(run_id))
+    timed("AuditData.rows", lambda: data.rows(info))
     timed("probe_names", lambda: ro.probe_names(run_id))
     timed("list_runs", ro.list_runs)
     timed("failure_candidates(routes)", lambda: ro.failure_candidates(run_id, "routes"))
@@ -135,6 +135,7 @@ def run(args: argparse.Namespace, path: Path) -> None:
     timed("search '12+34' (outputs)", lambda: ro.search(run_id, "12+34"))
     timed("done_keys (resume)", lambda: ro.done_keys(run_id), repeat=1)
     ro.close()
+    data.close()
 
     # A fresh process, as `reachtui open --store` starts: import the store module, open, first-paint reads.
     code = (
@@ -142,7 +143,8 @@ def run(args: argparse.Namespace, path: Path) -> None:
         "from reachtui.store import Store\n"
         "t1 = time.perf_counter()\n"
         f"s = Store({str(path)!r}, readonly=True); r = s.latest_run()['id']\n"
-        "s.run_questions(r); s.question_status(r); s.probe_summary(r)\n"
+        "from reachtui.tui.data import AuditData\n"
+        "d = AuditData(s.path); d.rows(d.run(r)); d.failure_sets(r)\n"
         "t2 = time.perf_counter()\n"
         "print(f'{(t1 - t0) * 1000:.1f} {(t2 - t1) * 1000:.1f}', 'torch' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

@@ -161,7 +161,8 @@ def hf_generate(lm, prompts: list[str], batch: int, new: int) -> list[list[int]]
 # ------------------------------------------------------------------------------------------ sections
 
 def section_identity(lm, args, sizes) -> None:
-    from reachtui.model.run import Decoding, Runner
+    from reachtui.generation import Decoding
+    from reachtui.model.run import Runner
 
     say("")
     say("== 1. identity route: Runner.generate vs model.generate ==")
@@ -201,7 +202,7 @@ def section_identity(lm, args, sizes) -> None:
 
 
 def section_routes(lm, runner, prompts, dec, bs, t_ident, args, sizes) -> None:
-    from reachtui.model.routes import Route, format_route
+    from reachtui.routes import Route, format_route
 
     say("")
     say("== 2. routes vs the identity route (Runner.generate, same prompts) ==")
@@ -243,8 +244,9 @@ def section_device_map(lm, args, sizes, workdir: Path) -> None:
     import torch
 
     from reachtui.model.load import load_model
-    from reachtui.model.routes import Route
-    from reachtui.model.run import Decoding, Runner
+    from reachtui.routes import Route
+    from reachtui.generation import Decoding
+    from reachtui.model.run import Runner
 
     say("")
     say("== 3. device map: half the layers offloaded (accelerate hooks) vs the model whole on the device ==")
@@ -297,7 +299,9 @@ def section_device_map(lm, args, sizes, workdir: Path) -> None:
 def section_oom(lm, args, sizes) -> None:
     import torch
 
-    from reachtui.model.run import Decoding, Runner
+    from reachtui.generation import Decoding
+
+    from reachtui.model.run import Runner
 
     say("")
     say("== 4. batch-size backoff on a real out-of-memory error ==")
@@ -369,7 +373,7 @@ def section_demo_audit(args, sizes, workdir: Path) -> None:
             "then pass --wheels .gpu-wheels (and carry .gpu-wheels to the device)")
         RESULTS["demo_audit"] = dict(skipped="sqlite-utils not importable")
         return
-    from reachtui.audit import run_audit
+    from reachtui.engine.audit import run_audit
     from reachtui.model.load import load_model
     from reachtui.model.run import Runner
     from reachtui.protocol import Protocol, protocol_from_options

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def audit(store_path: Path, limit: int | None, budget: int, model: str = "demo") -> int:
-    from reachtui.audit import run_audit
+    from reachtui.engine.audit import run_audit
     from reachtui.model.load import load_model
     from reachtui.model.run import Runner
     from reachtui.protocol import Protocol, protocol_from_options

@@ -10,7 +10,8 @@ def load(model: str, task: str, device: str, threads: int | None):
     import torch
 
     from reachtui.model.load import load_model
-    from reachtui.model.run import Decoding, Runner
+    from reachtui.generation import Decoding
+    from reachtui.model.run import Runner
     from reachtui.tasks import load_task
 
     if threads:
@@ -25,7 +26,7 @@ def timed_audit(path, loaded, runner, task, protocol, phase: str, *, limit: int 
     """A real audit (grading and store writes included) into a new store at `path`; returns (store, run id,
     attempts generated in `phase`, wall seconds, CPU seconds), timed from the phase's first progress event
     to its last."""
-    from reachtui.audit import run_audit
+    from reachtui.engine.audit import run_audit
     from reachtui.store import Store
 
     store = Store(path)

@@ -12,21 +12,25 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 from textual_plotext import PlotextPlot
 
+from reachtui.probes import registry
+
 
 @dataclass
 class ChartData:
     title: str
     mlp: list[dict[str, Any]] = field(default_factory=list)  # mlp_scan rows of one set
     mlp_set: str | None = None
-    curves: dict[str, list[float]] = field(default_factory=dict)  # probe -> reachable@k, k = 1..K
+    curves: dict[str, list[float]] = field(default_factory=dict)  # probe -> its budget curve, k = 1..K
     controls: dict[str, list[float]] = field(default_factory=dict)  # probe -> chance control@k, k = 1..K
-    passk: list[float] = field(default_factory=list)  # sample pass@k, k = 1..K
+    passk: dict[str, list[float]] = field(default_factory=dict)  # unordered probes -> pass@k, k = 1..K
     realized: float | None = None  # realized fraction
 
 
 def chart_data(data, run) -> ChartData:
-    """Read everything the charts need for `run` from an `AuditData`."""
-    from reachtui.probes.passk import pass_at_k_curve, reachable_curve
+    """Everything the charts show for `run`, from an `AuditData`: the MLP scan as stored, and each reach
+    probe's budget curve (reachable@k or pass@k, `reachtui.curves`) and chance control@k as the summary
+    table computes them."""
+    from reachtui.tables import summary_rows
 
     out = ChartData(title=run.label)
     rows = data.mlp_scan(run.id)
@@ -35,22 +39,18 @@ def chart_data(data, run) -> ChartData:
         for r in rows:
             sets.setdefault(r["set_name"], []).append(r)
         out.mlp_set, out.mlp = max(sets.items(), key=lambda kv: len(kv[1]))
-    for probe in run.probes:
-        hits, k = data.first_hits(run.id, probe)
-        if k and hits:
-            out.curves[probe] = reachable_curve(hits, k)
-    counts = data.counts(run.id, "sample") if "sample" in run.probes else []
-    if counts:
-        out.passk = [v for v in pass_at_k_curve(counts) if not math.isnan(v)]
-    if out.curves:
-        from reachtui.tables import summary_rows
-
-        for row in summary_rows(data.store, run.id, intervals=True, bootstrap=0):  # control@k, no CIs
-            if row["probe"] in out.curves and row.get("control_at_k"):
-                out.controls[row["probe"]] = list(row["control_at_k"])
-    realized = data.store.realized_ids(run.id)
-    if run.n_questions:
-        out.realized = len(realized) / run.n_questions
+    summary = summary_rows(data.store, run.id, intervals=True, bootstrap=0)   # control@k, no intervals
+    for row in summary[1:]:
+        curve = row["reachable_at_k"] or row["pass_at_k"]
+        if not curve:
+            continue
+        out.curves[row["probe"]] = list(curve)
+        if row["pass_at_k"]:
+            out.passk[row["probe"]] = [v for v in row["pass_at_k"] if not math.isnan(v)]
+        if row.get("control_at_k"):
+            out.controls[row["probe"]] = list(row["control_at_k"])
+    if summary[0]["n_attempted"]:
+        out.realized = summary[0]["realized"]
     return out
 
 
@@ -90,20 +90,20 @@ class ReachChart(PlotextPlot):
         if not cd.curves:
             plt.title("no reach probe attempts yet")
             return
-        colors = {"sample": "cyan", "routes": "orange", "mcts": "magenta"}
         kmax = 1
         for probe, curve in cd.curves.items():
             ks = list(range(1, len(curve) + 1))
             kmax = max(kmax, len(curve))
-            plt.plot(ks, [100 * v for v in curve], label=f"{probe} reachable@k", marker="braille",
-                     color=colors.get(probe, "white"))
+            estimator = "reachable@k" if registry.is_ordered(probe) else "pass@k"
+            plt.plot(ks, [100 * v for v in curve], label=f"{probe} {estimator}", marker="braille",
+                     color=registry.get(probe).colour)
             control = cd.controls.get(probe)
             if control:
                 plt.plot(list(range(1, len(control) + 1)), [100 * v for v in control],
-                         label=f"{probe} chance control@k", marker="dot", color=colors.get(probe, "white"))
+                         label=f"{probe} chance control@k", marker="dot", color=registry.get(probe).colour)
         if cd.realized is not None:
             plt.plot([1, kmax], [100 * cd.realized] * 2, label="realized", color="green")
-        plt.title("reachable@k (braille) vs its chance control@k (dots): a probe beats luck where they part")
+        plt.title("reachable@k / pass@k (braille) vs chance control@k (dots): a probe beats luck where they part")
         plt.xlabel("k (attempts)")
         plt.ylabel("%")
         plt.ylim(0, 100)
@@ -117,14 +117,16 @@ class PassChart(PlotextPlot):
     def on_mount(self) -> None:
         plt = self.plt
         if not self.cd.passk:
-            plt.title("no sample attempts: pass@k needs the sample probe")
+            plt.title("no sampling probe in this run: pass@k needs exchangeable attempts (sample)")
             return
-        ks = list(range(1, len(self.cd.passk) + 1))
-        plt.plot(ks, [100 * v for v in self.cd.passk], label="sample pass@k (unbiased)", marker="braille",
-                 color="cyan")
+        kmax = 1
+        for probe, curve in self.cd.passk.items():
+            kmax = max(kmax, len(curve))
+            plt.plot(list(range(1, len(curve) + 1)), [100 * v for v in curve], label=f"{probe} pass@k (unbiased)",
+                     marker="braille", color=registry.get(probe).colour)
         if self.cd.realized is not None:
-            plt.plot([1, len(ks)], [100 * self.cd.realized] * 2, label="realized", color="green")
-        plt.title("pass@k of the sample probe: 1 − C(n−c,k)/C(n,k), averaged over questions")
+            plt.plot([1, kmax], [100 * self.cd.realized] * 2, label="realized", color="green")
+        plt.title("pass@k: 1 − C(n−c,k)/C(n,k), averaged over questions")
         plt.xlabel("k")
         plt.ylabel("%")
         plt.ylim(0, 100)

@@ -10,7 +10,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Collapsible, ProgressBar, Static
 
-from reachtui.tui.data import Counters, RunInfo
+from reachtui.tui.data import RunInfo
+from reachtui.tui.state import Counters
 from reachtui.tui.diff import same_text, word_diff
 
 MAX_HITS_SHOWN = 24

@@ -12,14 +12,14 @@ from collections.abc import Sequence
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
-from textual.binding import Binding
 from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from reachtui.tui.data import QRow, cell_status
+from reachtui.tui.actions import bindings
+from reachtui.tui.state import QRow, cell_status
 
 ID_WIDTH = 12
 PROBE_WIDTH = 9
@@ -32,9 +32,9 @@ GLYPHS = {
 
 
 def probe_cell(status: str, first_hit: int | None) -> str:
-    """The text of one probe cell: glyph, then the first-hit attempt index (1-based) when reached."""
+    """The text of one probe cell: glyph, then the first hit k (1-based) when reached."""
     glyph = GLYPHS[status]
-    hit = "" if first_hit is None or status != "reached" else str(first_hit + 1)
+    hit = "" if first_hit is None or status != "reached" else str(first_hit)
     return f" {glyph} {hit:>4}  "[:PROBE_WIDTH].ljust(PROBE_WIDTH)
 
 
@@ -68,14 +68,7 @@ class QuestionTable(ScrollView, can_focus=True):
     QuestionTable > .questiontable--id { color: $text-muted; }
     """
 
-    BINDINGS = [
-        Binding("down,j", "cursor_down", "Down", show=False, id="table.down"),
-        Binding("up,k", "cursor_up", "Up", show=False, id="table.up"),
-        Binding("pagedown,ctrl+f,ctrl+d", "page_down", "Page down", show=False, id="table.page_down"),
-        Binding("pageup,ctrl+b,ctrl+u", "page_up", "Page up", show=False, id="table.page_up"),
-        Binding("home,g", "first", "First", show=False, id="table.first"),
-        Binding("end,G", "last", "Last", show=False, id="table.last"),
-    ]
+    BINDINGS = bindings("table")
 
     cursor: reactive[int] = reactive(0, always_update=False)
 

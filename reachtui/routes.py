@@ -1,5 +1,5 @@
-"""Layer routes: which decoder layers run, in which order. PURE PYTHON (no torch), so the TUI and the
-store can parse and format routes without loading a model.
+"""Layer routes: which decoder layers run, in which order. Pure Python: the syntax and the sampler, so
+the app, the engine and the store parse and format routes without loading a model.
 
 A route is a tuple of original layer indices, e.g. `0-3,3,5-11` = 0,1,2,3,3,5,6,...,11 (layer 4 skipped,
 layer 3 repeated). Text form: comma-separated items, each `i` or an inclusive ascending range `a-b`;
@@ -140,6 +140,16 @@ def parse_silenced(text: str | None, num_layers: int) -> frozenset[int]:
 
 def format_silenced(silenced) -> str:
     return format_route(sorted(silenced)) if silenced else ""
+
+
+def describe_intervention(route, silenced, num_layers: int) -> str:
+    """One line for people: `route 0-3,3,5-7 · silence MLP 5` (the identity route is left out)."""
+    parts = []
+    if route is not None and tuple(route) != tuple(range(num_layers)):
+        parts.append(f"route {format_route(tuple(route))}")
+    if silenced:
+        parts.append(f"silence MLP {format_silenced(silenced)}")
+    return " · ".join(parts) or "default (identity route, nothing silenced)"
 
 
 # ---------------------------------------------------------------- the action space (sampler and MCTS)

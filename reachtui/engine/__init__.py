@@ -1,0 +1,4 @@
+"""The one engine for every generation job: planning (`plan`), a run's context and write path
+(`context`, `record`), progress events (`progress`), the audit's phases (`audit`), the MLP scan and the
+app's apply job (`mlp`), and the app's live run (`live`). Pure Python: the model is reached only through
+the `reachtui.generation.Runner` contract."""

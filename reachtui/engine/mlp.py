@@ -1,0 +1,124 @@
+"""Interventions on a failure set and the realized set: the audit's MLP scan and the app's apply job.
+
+Both run one plan (`set_plan`): the questions of F ∪ R in the run's prompt-length order, in chunks of the
+run's batch size, each chunk under every intervention, with the protocol's default decoding. The scan
+silences each MLP in turn (probe `mlp:<L>`); an apply runs one edited intervention (probe `explore:<id>`).
+Both count repaired and broken with `reachtui.outcomes.repaired_broken` over the stored attempts, so
+silencing MLP L from the app gives exactly the scan's row for layer L.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from reachtui.engine.context import RunContext
+from reachtui.engine.plan import Work, jobs_by_questions, split
+from reachtui.engine.progress import APPLY, Cancelled, Progress
+from reachtui.outcomes import FAILURE_CANDIDATES_SQL, failure_set_name, repaired_broken
+from reachtui.probes.registry import EXPLORE, MLP
+from reachtui.routes import describe_intervention, format_route, format_silenced
+
+
+@dataclass(frozen=True)
+class SetIntervention:
+    """One intervention of a set plan: stored as `probe`, seeded from `stream` (when it samples)."""
+
+    probe: str
+    stream: str
+    route: tuple[int, ...] | None
+    silenced: frozenset[int]
+
+
+def scope(ctx: RunContext, question_ids: set[int]) -> list[int]:
+    """The run positions of `question_ids`, in prompt-length order."""
+    return [pos for pos in ctx.by_length if ctx.questions[pos]["question_id"] in question_ids]
+
+
+def set_plan(ctx: RunContext, positions: Sequence[int], interventions: Sequence[SetIntervention]) -> list[list[Work]]:
+    t, p = ctx.protocol.temperature, ctx.protocol.top_p
+    return jobs_by_questions(positions, ctx.batch_size, lambda pos: [
+        Work(pos, iv.probe, 0, iv.route, iv.silenced, t, p, ctx.seed(iv.stream, pos, 0, t)) for iv in interventions])
+
+
+def counts(ctx: RunContext, probe: str, failure: set[int], realized: set[int]) -> tuple[set[int], set[int]]:
+    """(repaired, broken) question ids under the stored attempts of `probe`."""
+    now = dict(ctx.store.conn.execute("SELECT question_id, correct FROM attempts WHERE run_id = ? AND probe = ? "
+                                      "AND attempt = 0", (ctx.run_id, probe)).fetchall())
+    return repaired_broken(failure, realized, now)
+
+
+def scan(ctx: RunContext, set_id: int) -> None:
+    """Silence each MLP in turn on the frozen set `set_id` and on the realized set; store per layer
+    repaired/|F| and broken/|R| (table mlp_scan)."""
+    failure = set(ctx.store.failure_set_members(set_id))
+    realized = set(ctx.store.realized_ids(ctx.run_id))
+    layers = [SetIntervention(MLP.name(L), MLP.name(L), None, frozenset({L})) for L in range(ctx.L)]
+    ctx.execute(set_plan(ctx, scope(ctx, failure | realized), layers))
+    rows = []
+    for L, iv in enumerate(layers):
+        repaired, broken = counts(ctx, iv.probe, failure, realized)
+        rows.append(dict(set_id=set_id, layer=L, failure_n=len(failure), repaired=len(repaired),
+                         realized_n=len(realized), broken=len(broken)))
+    ctx.store.write_mlp_scan(ctx.run_id, rows)
+
+
+def failure_members(store, run_id: int, probe: str) -> set[int]:
+    """The probe's frozen failure set, else (a run still going) its members by the same definition now."""
+    fs = store.get_failure_set(run_id, failure_set_name(probe))
+    if fs is not None:
+        return set(store.failure_set_members(fs["id"]))
+    return {r[0] for r in store.conn.execute(FAILURE_CANDIDATES_SQL, {"run": run_id, "probe": probe})}
+
+
+def apply(store, runner, run_id: int, probe: str, route: tuple[int, ...] | None, silenced: frozenset[int], *,
+          on_event: Callable[[Progress], None] | None = None, cancel=None) -> Progress:
+    """Run one intervention on failure:<probe> and the realized set as the MLP scan would, stored as a new
+    exploration (attempts `explore:<id>`); returns the last progress event (status complete or cancelled;
+    `extra` holds exploration_id, name, target, repaired, failure_n, broken, realized_n)."""
+    ctx = RunContext(store, runner, run_id, remember=False, on_event=on_event, cancel=cancel)
+    ctx.phase = APPLY
+    route = None if route is None or tuple(route) == tuple(range(ctx.L)) else tuple(route)
+    failure, realized = failure_members(store, run_id, probe), set(store.realized_ids(run_id))
+    target = failure_set_name(probe)
+    name = f"{describe_intervention(route, silenced, ctx.L)} on {target}"
+    eid = store.create_exploration(run_id, name, target=f"{target}+realized",
+                                   route=None if route is None else format_route(route),
+                                   silenced=format_silenced(silenced) or None)
+    # the seeds of the MLP scan when this is one silenced MLP (they matter only when the protocol samples)
+    stream = MLP.name(next(iter(silenced))) if route is None and len(silenced) == 1 else EXPLORE.prefix
+    iv = SetIntervention(EXPLORE.name(eid), stream, route, frozenset(silenced))
+    positions = scope(ctx, failure | realized)
+    calls = [c for job in set_plan(ctx, positions, [iv]) for c in split(job)]
+    state = dict(done=0, repaired=set(), broken=set())
+
+    def event(status: str = "running") -> Progress:
+        extra = dict(exploration_id=eid, name=name, target=target, repaired=len(state["repaired"]),
+                     failure_n=len(failure), broken=len(state["broken"]), realized_n=len(realized))
+        ev = Progress(run_id, APPLY, state["done"], len(positions), generated=state["done"], message=name,
+                      status=status, extra=extra)
+        if on_event is not None:
+            on_event(ev)
+        return ev
+
+    def on_rows(todo, rows) -> None:
+        fixed, broke = repaired_broken(failure, realized, {r["question_id"]: r["correct"] for r in rows})
+        state["repaired"] |= fixed
+        state["broken"] |= broke
+        state["done"] += len(rows)
+        store.update_exploration(eid, n=state["done"], repaired=len(state["repaired"]), broken=len(state["broken"]))
+        event()
+
+    event()
+    try:
+        ctx.run_calls(calls, on_rows)
+    except Cancelled:
+        store.update_exploration(eid, status="cancelled")
+        return event("cancelled")
+    except BaseException:
+        store.update_exploration(eid, status="failed")
+        raise
+    state["repaired"], state["broken"] = counts(ctx, iv.probe, failure, realized)
+    store.update_exploration(eid, n=state["done"], repaired=len(state["repaired"]), broken=len(state["broken"]),
+                             status="complete")
+    return event("complete")

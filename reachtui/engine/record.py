@@ -1,0 +1,27 @@
+"""Grading into attempt rows: the one place an output becomes a stored attempt (the audit, the app's apply
+job and the importer all write rows made here)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reachtui.grading import grade
+from reachtui.routes import format_route, format_silenced
+
+
+def graded(text: str, gold: str, fmt: str) -> dict[str, Any]:
+    """The text with its extracted answer, the rule that found it and whether it is correct."""
+    g = grade(text, gold, fmt)
+    return dict(text=text, answer=g.answer, rule=g.rule, correct=g.correct)
+
+
+def attempt_row(question: dict[str, Any], work, gen, fmt: str) -> dict[str, Any]:
+    """The attempts-table row of one generation (`gen`, a `Generation`) of planned attempt `work` on
+    `question` (a run question: question_id, gold)."""
+    return dict(
+        question_id=question["question_id"], probe=work.probe, attempt=work.attempt,
+        route=None if work.route is None else format_route(work.route),
+        silenced=format_silenced(work.silenced) or None, temperature=work.temperature, seed=work.seed,
+        **graded(gen.text, question["gold"], fmt),
+        mean_logprob=gen.mean_logprob, new_tokens=gen.new_tokens, layers_executed=gen.layers_executed,
+        compute=gen.compute)

@@ -1,0 +1,94 @@
+"""The contract at the model boundary: what the engine hands a runner and what comes back. Pure Python.
+
+`reachtui.model.run.Runner` (torch) and `reachtui.cluster.RayRunner` implement `Runner`; tests drive the
+engine with a fake that implements it too. Nothing here imports torch, so the engine, the app and the
+tables can name these types without loading a model.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from reachtui.routes import Route
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """How tokens are chosen: greedy at temperature 0, else sampling with top-p; generation stops at
+    `max_new_tokens`, EOS, or the first stop string (cut from the text)."""
+
+    max_new_tokens: int = 48
+    temperature: float = 0.0
+    top_p: float = 1.0
+    stop: tuple[str, ...] = ()
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+    @classmethod
+    def of(cls, protocol: Any, temperature: float | None = None, top_p: float | None = None) -> Decoding:
+        """The protocol's decoding (its default one, or a probe's `temperature`/`top_p`): the one place a
+        protocol becomes a Decoding, for the audit, the app's live runs and `reachtui generate --template`."""
+        return cls(max_new_tokens=protocol.max_new_tokens,
+                   temperature=protocol.temperature if temperature is None else temperature,
+                   top_p=protocol.top_p if top_p is None else top_p, stop=tuple(protocol.stop))
+
+
+@dataclass
+class Generation:
+    """One prompt's output: the text (special tokens dropped, cut at the first stop string), every generated
+    token id, their mean log-prob under the un-tempered distribution, and the compute it took
+    (layers executed x tokens)."""
+
+    text: str
+    token_ids: list[int]
+    mean_logprob: float
+    new_tokens: int
+    layers_executed: int
+    compute: int
+    prompt_tokens: int = 0
+    finish: str = field(default="length")   # "eos" | "stop" | "length"
+
+
+#: One intervention: a route (None = the model's own order) and the layers whose MLP is silenced.
+Intervention = tuple[Route | None, frozenset[int]]
+
+
+class Runner(Protocol):
+    """Generates on one loaded model. One owner at a time: every call holds `lock` (reentrant), so the
+    app's live runs queue between the audit's batches."""
+
+    num_layers: int
+    tokenizer: Any                  # renders chat templates; None when prompts need none
+    lock: threading.RLock
+    batch_size_hint: int | None     # set when an out-of-memory error halved the batches
+
+    def generate(self, prompts: list[str], *, route: Route | None = None, silenced: frozenset[int] = frozenset(),
+                 decoding: Decoding = Decoding(), seeds: list[int] | None = None,
+                 batch_size: int = 64) -> list[Generation]:
+        """Every prompt under one intervention."""
+
+    def generate_many(self, prompts: list[str], interventions: Sequence[Intervention], *,
+                      decoding: Decoding = Decoding(), seeds: list[list[int]] | None = None, batch_size: int = 64,
+                      on_done: Callable[[int, list[Generation]], None] | None = None,
+                      rows: list[list[int]] | None = None) -> list[list[Generation]]:
+        """Every prompt under every intervention (`rows`: intervention i on prompts rows[i] only)."""
+
+    def suggest_batch_size(self, prompts: list[str], max_new_tokens: int, route_len: int) -> tuple[int, str]:
+        """Prompts per generation job for this device, and why."""
+
+    def check_route(self, route: Route | str | None) -> Route:
+        """The route validated against the model (None: the identity route); ReachError if it does not fit."""
+
+
+@runtime_checkable
+class CallPool(Protocol):
+    """A runner with workers of its own (`--ray`): it runs many engine calls at once and yields
+    (call index, intervention index, generations) as each intervention finishes."""
+
+    def run_calls(self, calls: list, cancel: threading.Event | None = None) -> Iterator[tuple[int, int, list]]:
+        ...

@@ -1,0 +1,76 @@
+"""What a question's outcome means, defined once: realized, reachable, first hit, failure set, repaired and
+broken. SQL over the attempts table (schema in `reachtui/store_schema.py`) plus the pure functions on its
+results; the store, the tables, the engine's MLP scan and apply job, and the app all use these.
+
+- realized: the question's realized attempt (index 0) is correct; unknown (NULL/None) until it has run.
+- reachable under a probe: some attempt of the probe is correct.
+- first hit: the k at which the probe first reaches, 1-based as in pass@k and reachable@k: k = the
+  lowest correct attempt index + 1 (attempt indices in the store are 0-based).
+- failure set of a probe: reachable under it and realized known wrong.
+- under an intervention (an MLP scan layer, an applied exploration), a failure-set member whose attempt is
+  correct is repaired; a realized question whose attempt is wrong is broken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from reachtui.probes.registry import reach_where, realized_where
+
+#: Per question of run :run: its realized attempt's correctness (ok) and extracted answer.
+REALIZED_CTE = f"""
+  real AS (SELECT question_id, correct AS ok, answer FROM attempts WHERE run_id = :run AND {realized_where()})"""
+
+#: Per (reach probe, question) of run :run: attempts n, correct c, hit (0/1), first_hit (1-based k).
+PER_PROBE_CTE = f"""
+  pq AS (SELECT probe, question_id, count(*) AS n, coalesce(sum(correct = 1), 0) AS c,
+                max(coalesce(correct, 0)) AS hit, min(CASE WHEN correct = 1 THEN attempt END) + 1 AS first_hit
+         FROM attempts WHERE run_id = :run AND {reach_where()}
+         GROUP BY probe, question_id)"""
+
+#: Question ids of run :run reachable under probe :probe and realized wrong, in task order.
+FAILURE_CANDIDATES_SQL = f"""
+  SELECT a.question_id FROM attempts a
+  JOIN attempts r ON r.run_id = a.run_id AND r.question_id = a.question_id AND {realized_where('r')}
+                  AND r.correct = 0
+  JOIN questions q ON q.id = a.question_id
+  WHERE a.run_id = :run AND a.probe = :probe
+  GROUP BY a.question_id HAVING max(a.correct) = 1 ORDER BY q.idx"""
+
+#: Question ids of run :run whose realized attempt is correct, in task order.
+REALIZED_IDS_SQL = f"""
+  SELECT a.question_id FROM attempts a JOIN questions q ON q.id = a.question_id
+  WHERE a.run_id = :run AND {realized_where('a')} AND a.correct = 1 ORDER BY q.idx"""
+
+
+FAILURE_PREFIX = "failure:"
+
+
+def failure_set_name(probe: str) -> str:
+    """The name a probe's frozen failure set has in the store: `failure:<probe>`."""
+    return FAILURE_PREFIX + probe
+
+
+def first_hit(attempt_index: int | None) -> int | None:
+    """The 1-based k of a first hit from its 0-based attempt index (None: never reached)."""
+    return None if attempt_index is None else attempt_index + 1
+
+
+def realized(correct: int | bool | None) -> bool | None:
+    """A realized attempt's correctness as realized / not realized / unknown (not yet run)."""
+    return None if correct is None else bool(correct)
+
+
+def in_failure_set(is_realized: bool | None, reached: bool | None) -> bool:
+    """Reachable and realized known wrong (what a frozen failure set holds)."""
+    return is_realized is False and bool(reached)
+
+
+def repaired_broken(failure: Iterable[int], realized_ids: Iterable[int],
+                    correct_now: Mapping[int, bool | int | None]) -> tuple[set[int], set[int]]:
+    """Under an intervention: (repaired = failure-set members now correct, broken = realized questions now
+    wrong). `correct_now` maps a question id to its attempt's correctness under the intervention; a
+    question without one counts as neither."""
+    repaired = {q for q in failure if correct_now.get(q) in (True, 1)}
+    broken = {q for q in realized_ids if correct_now.get(q) in (False, 0)}
+    return repaired, broken

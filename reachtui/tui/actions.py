@@ -1,0 +1,107 @@
+"""Every keyboard action of the app, one record each: the bindings, the command palette's fixed entries
+and the help screen are all derived from this list (a `--keymap` remaps by id)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from textual.binding import Binding
+
+
+@dataclass(frozen=True)
+class Action:
+    id: str                    # remappable binding id, "<section>.<name>"
+    keys: str                  # default keys, comma-separated (Textual key names)
+    action: str                # the Textual action string
+    description: str           # footer label
+    tooltip: str               # what it does, for the help screen
+    show: bool = True          # in the footer
+    key_display: str | None = None
+    palette: str | None = None  # a command-palette title, for actions that take no state
+    scope: str = "main"        # where it is bound: "global" (the App: any screen), "main" (the main
+                               # screen; "app." actions run on the App), "table" (the question table)
+
+
+ACTIONS: tuple[Action, ...] = (
+    Action("app.quit", "q", "app.quit", "Quit", "Quit reachtui (a running audit stops after its batch)", scope="global"),
+    Action("app.help", "question_mark", "app.help", "Help", "Every key and what the glyphs mean", palette="view: help",
+           scope="global"),
+    Action("filter.all", "a", "filter('all')", "All", "Show every question", palette="filter: all questions"),
+    Action("filter.failure", "f", "failure_filter", "Failure set",
+           "Reachable under a probe, not realized; press again for the next probe"),
+    Action("filter.realized", "r", "filter('realized')", "Realized", "Right by default", palette="filter: realized"),
+    Action("filter.unreachable", "u", "filter('unreachable')", "Unreachable",
+           "Wrong by default and under every probe", palette="filter: unreachable"),
+    Action("app.search", "slash", "search", "Search", "Full-text search in questions and outputs",
+           palette="filter: search…"),
+    Action("app.clear_search", "escape", "clear_search", "Clear search", "Clear the search", show=False),
+    Action("live.run", "enter", "live_run", "Run", "Run the selected question under the edited layers",
+           palette="run: live run on the selected question"),
+    Action("layer.left", "left_square_bracket", "layer_move(-1)", "◂ layer", "Move the layer cursor left",
+           show=False, key_display="["),
+    Action("layer.right", "right_square_bracket", "layer_move(1)", "layer ▸", "Move the layer cursor right",
+           show=False, key_display="]"),
+    Action("layer.skip", "x", "layer('skip')", "Skip", "Skip / restore the layer under the cursor"),
+    Action("layer.repeat", "plus,equals_sign", "layer('repeat')", "Repeat",
+           "Run the layer under the cursor once more (at most twice)", show=False, key_display="+"),
+    Action("layer.less", "minus", "layer('less')", "Less", "Run the layer under the cursor one time fewer (0 = skipped)",
+           show=False, key_display="-"),
+    Action("layer.silence", "m", "layer('silence')", "Silence MLP", "Silence / restore the MLP of the layer under the cursor"),
+    Action("layer.reset", "0", "reset_layers", "Reset", "Back to the default route with nothing silenced", show=False,
+           palette="layer: reset to the default route"),
+    Action("layer.edit", "e", "edit_route", "Type route", "Type a route like 0-3,3,5-7",
+           palette="layer: type a route…"),
+    Action("live.apply", "A", "apply", "Apply to set", "Apply the intervention to the failure set and the realized set"),
+    Action("live.explorations", "o", "explorations", "Explorations",
+           "Re-open a stored exploration and list the questions it changed", show=False, palette="run: explorations…"),
+    Action("live.cancel", "c", "app.cancel_work", "Cancel", "Cancel a running apply", show=False),
+    Action("view.charts", "v", "app.charts", "Charts", "MLP scan, reachable@k, pass@k"),
+    Action("view.intervals", "i", "app.intervals", "Intervals",
+           "Show/hide reachable beside its chance control, with 95% intervals, in the header", show=False),
+    Action("export.csv", "E", "app.export('questions', 'csv')", "Export", "Write the table as filtered now to a CSV file"),
+    Action("app.focus_next", "tab", "app.focus_next", "Focus", "Move the focus (question table, detail pane)", show=False),
+    Action("table.down", "down,j", "cursor_down", "Down", "Next question", show=False, scope="table"),
+    Action("table.up", "up,k", "cursor_up", "Up", "Previous question", show=False, scope="table"),
+    Action("table.page_down", "pagedown,ctrl+f,ctrl+d", "page_down", "Page down", "A page down", show=False,
+           scope="table"),
+    Action("table.page_up", "pageup,ctrl+b,ctrl+u", "page_up", "Page up", "A page up", show=False, scope="table"),
+    Action("table.first", "home,g", "first", "First", "The first question", show=False, scope="table"),
+    Action("table.last", "end,G", "last", "Last", "The last question", show=False, scope="table"),
+)
+
+BY_ID = {a.id: a for a in ACTIONS}
+#: The command palette's own key (not a binding of ours: Textual's).
+PALETTE_KEY = "ctrl+p"
+
+
+def bindings(scope: str) -> list[Binding]:
+    """The bindings of one scope. The main screen repeats the global ones, so that its footer starts with
+    them (a screen's bindings come before the App's)."""
+    scopes = ("global", "main") if scope == "main" else (scope,)
+    return [Binding(a.keys, a.action, a.description, show=a.show, id=a.id, key_display=a.key_display,
+                    tooltip=a.tooltip) for a in ACTIONS if a.scope in scopes]
+
+
+def binding_ids() -> list[str]:
+    """Every remappable binding id (`reachtui open --keymap`)."""
+    return [a.id for a in ACTIONS]
+
+
+def keys_of(action: Action, keymap: Mapping[str, str] | None = None) -> list[str]:
+    """The keys an action has now: the keymap's, else its defaults."""
+    return [k.strip() for k in ((keymap or {}).get(action.id) or action.keys).split(",") if k.strip()]
+
+
+def help_rows(keymap: Mapping[str, str] | None = None,
+              display: Callable[[Binding], str] = lambda b: b.key) -> list[tuple[str, str, str]]:
+    """(keys as shown, what it does, binding id) for every action, keys as remapped by `keymap`;
+    `display` writes a key for people (the app's `get_key_display`)."""
+    rows = []
+    for a in ACTIONS:
+        remapped = a.id in (keymap or {})
+        shown = [display(Binding(k, a.action, key_display=a.key_display if i == 0 and not remapped else None))
+                 for i, k in enumerate(keys_of(a, keymap))]
+        rows.append((" ".join(dict.fromkeys(shown)), a.tooltip, a.id))
+    rows.append((PALETTE_KEY, "Command palette: every action by name", "app.palette"))
+    return rows

@@ -1,0 +1,27 @@
+"""The app's export: a table of the open run built by `reachtui.tables` and written by the same code as
+`reachtui export` (the questions table restricted to the rows on screen)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def export_table(store, run_id: int, table: str, fmt: str, folder: Path, *, shown: set[str] | None = None,
+                 label: str | None = None) -> tuple[Path, int]:
+    """Write `table` of run `run_id` in `fmt` to a file in `folder`; with `shown`, only those question ids
+    (the view's filter, `label`, which also names the file). Returns (path, rows written); ReachError on
+    failure."""
+    from reachtui import tables
+    from reachtui.commands.export import write_atomic
+    from reachtui.table_formats import render
+
+    built = tables.build_table(store, table, [run_id])
+    if shown is not None:
+        col = built.column_names.index("question_id")
+        built.rows = [row for row in built.rows if row[col] in shown]
+        built.notes.append(f"filter: {label}")
+    slug = "".join(ch for ch in (label or "").replace(" ", "-") if ch.isalnum() or ch in "-_")[:40]
+    path = Path(folder) / f"run{run_id}-{table}{'-' + slug if slug else ''}.{fmt}"
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    write_atomic(str(path), render(built, fmt))
+    return path, len(built.rows)

@@ -1,0 +1,41 @@
+"""The messages the app's workers post to it (workers never touch widgets)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.message import Message
+
+from reachtui.engine.progress import Progress
+
+
+class RowsLoaded(Message):
+    """A run's question rows and frozen sets, read in a worker."""
+
+    def __init__(self, run, rows: list, frozen: dict[str, dict[str, Any]]) -> None:
+        super().__init__()
+        self.run, self.rows, self.frozen = run, rows, frozen
+
+
+class EngineProgress(Message):
+    """A progress event of an engine job: the background audit, or an apply."""
+
+    def __init__(self, progress: Progress) -> None:
+        super().__init__()
+        self.progress = progress
+
+
+class ModelState(Message):
+    """The model's state for the header (loading, ready, failed) and, once known, its layer count."""
+
+    def __init__(self, text: str, num_layers: int | None = None) -> None:
+        super().__init__()
+        self.text, self.num_layers = text, num_layers
+
+
+class LiveDone(Message):
+    """A live run's result (`LivePane.result`'s fields)."""
+
+    def __init__(self, result: dict[str, Any]) -> None:
+        super().__init__()
+        self.result = result

@@ -1,0 +1,322 @@
+"""The main screen: the question table and its filters, the selected question, the layer strip. It shows
+the app's open run and asks the app (which owns the store, the model and the workers) for everything that
+takes time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static
+
+from reachtui.errors import ReachError
+from reachtui.tui.actions import bindings
+from reachtui.tui.intervention import Intervention
+from reachtui.tui.state import Counters, Filter, QRow, apply_filter, counters
+from reachtui.tui.widgets.layer_strip import LayerStrip
+from reachtui.tui.widgets.panes import DetailPane, LivePane, RunHeader
+from reachtui.tui.widgets.question_table import QuestionTable, header_text
+
+
+class MainScreen(Screen):
+    BINDINGS = bindings("main")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.filter = Filter()
+        self.found: set[int] | None = None      # search hits (None: no search)
+        self.changed: set[int] = set()          # questions an exploration changed (filter "changed")
+        self.members: dict[int, set[int]] = {}  # frozen set id -> its question keys
+        self.counters: Counters | None = None
+        self.intervention: Intervention | None = None
+        self.detail_timer = None
+
+    def compose(self) -> ComposeResult:
+        yield RunHeader(id="header")
+        with Horizontal(id="main"):
+            with Vertical(id="left"):
+                yield Static(header_text(()), id="table-header")
+                yield QuestionTable(id="questions")
+            with Vertical(id="right"):
+                yield DetailPane(id="detail")
+                yield LivePane(id="live")
+        yield LayerStrip(id="layers")
+        yield Input(placeholder="search questions and outputs (FTS) — enter to filter, escape to clear",
+                    id="search")
+        yield Static("", id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#search", Input).display = False
+        self.query_one(QuestionTable).focus()
+        self.app.main_ready()
+
+    @property
+    def table(self) -> QuestionTable:
+        return self.query_one(QuestionTable)
+
+    # ---- the open run -----------------------------------------------------------------------------
+
+    def show_run(self, new_run: bool) -> None:
+        """Draw the app's open run (after a load or a reload)."""
+        run, app = self.app.run_info, self.app
+        self.query_one("#table-header", Static).update(header_text(run.probes))
+        if self.intervention is None or new_run:
+            n = run.num_layers or (app.runner.num_layers if app.runner is not None else None)
+            if n:
+                self.set_intervention(Intervention.identity(n))
+        if (self.filter.kind == "failure" and self.filter.probe not in run.probes) or (
+                new_run and self.filter.kind == "changed"):
+            self.filter = Filter(search=self.filter.search)
+        self.apply_view()
+
+    def reset_view(self) -> None:
+        self.members.clear()
+        self.filter = Filter()
+        self.found = None
+
+    def members_of(self, probe: str | None) -> set[int] | None:
+        fs = self.app.frozen.get(probe)
+        if fs is None or self.app.data is None:
+            return None
+        if fs["id"] not in self.members:
+            self.members[fs["id"]] = self.app.data.set_members(fs["id"])
+        return self.members[fs["id"]]
+
+    def view_rows(self) -> list[QRow]:
+        run = self.app.run_info
+        if run is None:
+            return []
+        if self.filter.kind == "changed":
+            members = self.changed
+        else:
+            members = self.members_of(self.filter.probe) if self.filter.kind == "failure" else None
+        return apply_filter(self.app.all_rows, run.probes, self.filter, members=members, found=self.found)
+
+    def apply_view(self) -> None:
+        run = self.app.run_info
+        before = self.current_row()
+        self.table.set_rows(self.view_rows(), run.probes if run else ())
+        if self.current_row() != before:  # same question, new attempts (the audit moved on): redraw it
+            self.highlighted(None)
+        self.counters = counters(self.app.all_rows, run.probes, {p: fs["size"] for p, fs in self.app.frozen.items()}) \
+            if run else None
+        self.refresh_chrome()
+
+    def refresh_chrome(self) -> None:
+        app = self.app
+        self.query_one(RunHeader).show(app.run_info, self.counters, app.model_status)
+        shown, total, label = len(self.table.rows), len(app.all_rows), self.filter.label()
+        note = ""
+        if self.filter.kind == "failure":
+            note = " [frozen set]" if self.filter.probe in app.frozen else " [live: reachable ∧ ¬realized]"
+        app.sub_title = f"{label} — {shown} of {total}"
+        status = f"filter: {label} — {shown} of {total} questions{note}"
+        if self.found is not None:
+            status += "  (escape clears the search)"
+        if app.last_export is not None:
+            status += f"  │ exported → {app.last_export}"
+        self.query_one("#status", Static).update(status)
+
+    # ---- filters and search -----------------------------------------------------------------------
+
+    def set_filter(self, kind: str, probe: str | None = None) -> None:
+        self.filter = Filter(kind, probe, self.filter.search)
+        self.apply_view()
+
+    def action_filter(self, kind: str) -> None:
+        self.set_filter(kind)
+
+    def action_failure_filter(self) -> None:
+        run = self.app.run_info
+        if run is None or not run.probes:
+            self.notify("no reach probe in this run", severity="warning")
+            return
+        probes = list(run.probes)
+        if self.filter.kind == "failure" and self.filter.probe in probes:
+            nxt = probes[(probes.index(self.filter.probe) + 1) % len(probes)]
+        else:
+            nxt = probes[0]
+        self.set_filter("failure", nxt)
+
+    def show_changed(self, exploration_id: int) -> None:
+        """Filter the table to the questions an exploration repaired or broke."""
+        if self.app.data is None or self.app.run_info is None:
+            return
+        repaired, broken = self.app.data.exploration_changes(self.app.run_info.id, exploration_id)
+        self.changed = repaired | broken
+        self.filter = Filter("changed", f"exploration #{exploration_id} ({len(repaired)} repaired, "
+                                        f"{len(broken)} broken)", self.filter.search)
+        self.apply_view()
+
+    def action_search(self) -> None:
+        box = self.query_one("#search", Input)
+        box.display = True
+        box.focus()
+
+    @on(Input.Submitted, "#search")
+    def _search_submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        if not text:
+            self.action_clear_search()
+            return
+        if self.app.data is None or self.app.run_info is None:
+            return
+        self.found = self.app.data.search(self.app.run_info.id, text)
+        self.filter = Filter(self.filter.kind, self.filter.probe, text)
+        event.input.display = False  # the search stays on (status line) until escape
+        self.table.focus()
+        self.apply_view()
+
+    def action_clear_search(self) -> None:
+        box = self.query_one("#search", Input)
+        box.value = ""
+        box.display = False
+        if self.found is not None:
+            self.found = None
+            self.filter = Filter(self.filter.kind, self.filter.probe, None)
+            self.apply_view()
+        self.table.focus()
+
+    # ---- the selected question --------------------------------------------------------------------
+
+    @on(QuestionTable.Highlighted)
+    def highlighted(self, msg: QuestionTable.Highlighted | None) -> None:
+        if self.detail_timer is not None:
+            self.detail_timer.stop()
+        self.detail_timer = self.set_timer(0.05, self._show_detail)
+
+    def _show_detail(self) -> None:
+        self.detail_timer = None
+        try:
+            detail = self.query_one(DetailPane)
+        except NoMatches:  # the timer fired while the app was closing
+            return
+        row, data, run = self.current_row(), self.app.data, self.app.run_info
+        if row is None or data is None or run is None:
+            detail.show(None, None, [])
+            return
+        detail.show(data.question(row.key), data.default_attempt(run.id, row.key), data.hits(run.id, row.key, run.probes))
+
+    def current_row(self) -> QRow | None:
+        t = self.table
+        return t.rows[t.cursor] if 0 <= t.cursor < len(t.rows) else None
+
+    # ---- the layer strip --------------------------------------------------------------------------
+
+    def set_intervention(self, iv: Intervention) -> None:
+        self.intervention = iv
+        strip = self.query_one(LayerStrip)
+        strip.intervention = iv
+        strip.refresh()
+
+    def _need_layers(self) -> bool:
+        if self.intervention is None:
+            self.notify("the layer count is not known until the model loads (press enter to load it)",
+                        severity="warning")
+            return False
+        return True
+
+    def action_layer_move(self, step: int) -> None:
+        if self._need_layers():
+            strip = self.query_one(LayerStrip)
+            strip.position = strip.position + step
+
+    def edit_layer(self, op: str, layer: int | None = None) -> None:
+        if not self._need_layers():
+            return
+        strip = self.query_one(LayerStrip)
+        if layer is None:
+            layer = strip.position
+        else:
+            strip.position = layer
+        iv = self.intervention
+        new = {"skip": iv.toggle_skip, "repeat": iv.more, "less": iv.less, "silence": iv.toggle_silence}[op](layer)
+        if new is iv and op != "silence":
+            self.notify("a route needs at least one layer", severity="warning")
+        elif new == iv and op == "repeat":
+            self.notify("a layer runs at most twice in a route", severity="warning")
+        self.set_intervention(new)
+
+    def action_layer(self, op: str) -> None:
+        self.edit_layer(op)
+
+    def action_reset_layers(self) -> None:
+        if self._need_layers():
+            self.set_intervention(self.intervention.reset())
+
+    def action_edit_route(self) -> None:
+        from reachtui.tui.screens.modals import RouteScreen
+
+        def done(iv: Intervention | None) -> None:
+            if iv is not None:
+                self.set_intervention(iv)
+
+        if self._need_layers():
+            self.app.push_screen(RouteScreen(self.intervention), done)
+
+    # ---- actions that need the model --------------------------------------------------------------
+
+    def action_live_run(self) -> None:
+        row, data, run = self.current_row(), self.app.data, self.app.run_info
+        if row is None or data is None or run is None:
+            self.notify("no question selected", severity="warning")
+            return
+        what = self.intervention.describe() if self.intervention else "default"
+        wait = " … (waits for the model between audit batches)" if self.app.audit_running else " …"
+        self.query_one(LivePane).busy(f"running {row.qid} under {what}{wait}")
+        self.app.start_live_run(run, data.question(row.key), data.default_attempt(run.id, row.key), self.intervention)
+
+    def apply_probe(self) -> str | None:
+        """The failure set `A` applies to: the one shown, else the one the MLP scan ran on, else the first."""
+        run, app = self.app.run_info, self.app
+        if run is None or not run.probes:
+            return None
+        if self.filter.kind == "failure":
+            return self.filter.probe
+        scan = app.data.mlp_scan(run.id) if app.data is not None else []
+        for p, fs in app.frozen.items():
+            if scan and fs["name"] == scan[0]["set_name"]:
+                return p
+        return next((p for p in run.probes if p in app.frozen), run.probes[0])
+
+    def action_apply(self) -> None:
+        probe = self.apply_probe()
+        if probe is None:
+            self.notify("no failure set to apply to", severity="warning")
+            return
+        self.app.apply_intervention(probe)
+
+    def action_explorations(self) -> None:
+        from reachtui.tui.screens.modals import PickScreen
+
+        data, run = self.app.data, self.app.run_info
+        if data is None or run is None:
+            return
+        items = [(f"#{e['id']} {e['name']} · repaired {e['repaired']} · broken {e['broken']} · {e['status']}", e)
+                 for e in data.explorations(run.id)]
+        self.app.push_screen(PickScreen("explorations of this run (enter re-opens one)", items,
+                                        "no exploration yet: edit the layers, then A"), self._reopen_exploration)
+
+    def _reopen_exploration(self, e: dict[str, Any] | None) -> None:
+        data, run = self.app.data, self.app.run_info
+        if e is None or run is None or data is None:
+            return
+        n = self.intervention.num_layers if self.intervention else run.num_layers
+        if n:
+            try:
+                iv = Intervention.identity(n)
+                iv = iv.with_route_text(e["route"]) if e["route"] else iv
+                self.set_intervention(iv.with_silenced_text(e["silenced"]) if e["silenced"] else iv)
+            except ReachError as exc:
+                self.notify(str(exc), severity="error")
+        target = e["target"].split("+")[0]
+        fs = next((f for f in self.app.frozen.values() if f["name"] == target), None)
+        self.app.show_apply(dict(exploration_id=e["id"], name=e["name"], target=target, done=e["n"], total=e["n"],
+                                 repaired=e["repaired"], failure_n=fs["size"] if fs else 0, broken=e["broken"],
+                                 realized_n=len(data.store.realized_ids(run.id)), status=e["status"]))
+        self.show_changed(e["id"])

@@ -1,0 +1,113 @@
+"""The screen's state as pure data: a question's row as the table shows it, the filter, the counters.
+No textual, no store: the app feeds these from `reachtui.tui.data` and draws them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reachtui.outcomes import in_failure_set
+
+
+@dataclass(slots=True)
+class QRow:
+    key: int  # questions.id in the store
+    qid: str  # the task's question id
+    text: str  # first line of the question
+    realized: bool | None  # None: no default attempt yet
+    reach: tuple[bool | None, ...]  # per reach probe: some attempt correct (None: no attempt yet)
+    first_hit: tuple[int | None, ...]  # per reach probe: the k of its first hit (1-based)
+
+
+def cell_status(row: QRow, p: int) -> str:
+    """A question's status under reach probe p (one table cell): realized (its default attempt is
+    correct), reached (not realized, but some attempt of the probe is: a failure-set member), unreached
+    (neither), pending (the audit has not written that attempt yet)."""
+    if row.realized:
+        return "realized"
+    reach = row.reach[p]
+    if reach is None:
+        return "pending"
+    if reach:
+        return "reached"
+    return "pending" if row.realized is None else "unreached"
+
+
+@dataclass(frozen=True)
+class Filter:
+    kind: str = "all"  # all | failure | realized | unreachable | changed
+    probe: str | None = None  # for kind == "failure"; for "changed": the exploration's label
+    search: str | None = None  # FTS text, combined with the kind
+
+    def label(self) -> str:
+        names = {"all": "all questions", "realized": "realized", "unreachable": "unreachable"}
+        if self.kind == "failure":
+            text = f"failure set ({self.probe})"
+        elif self.kind == "changed":
+            text = f"changed by {self.probe}"
+        else:
+            text = names[self.kind]
+        if self.search:
+            text += f" · search “{self.search}”"
+        return text
+
+
+def apply_filter(rows: list[QRow], probes: tuple[str, ...], flt: Filter, *,
+                 members: set[int] | None = None, found: set[int] | None = None) -> list[QRow]:
+    """The rows a filter shows. `members`: the frozen failure set's question keys when the store has one
+    (else the live definition reachable ∧ ¬realized is used); `found`: the search hits."""
+    if flt.kind == "all":
+        out = rows
+    elif flt.kind == "realized":
+        out = [r for r in rows if r.realized]
+    elif flt.kind == "unreachable":
+        out = [r for r in rows if r.realized is False and all(x is False for x in r.reach)]
+    elif flt.kind == "changed":
+        out = [r for r in rows if r.key in (members or set())]
+    elif flt.kind == "failure":
+        if members is not None:
+            out = [r for r in rows if r.key in members]
+        else:
+            p = probes.index(flt.probe)
+            out = [r for r in rows if in_failure_set(r.realized, r.reach[p])]
+    else:
+        raise ValueError(f"unknown filter {flt.kind!r}")
+    if found is not None:
+        out = [r for r in out if r.key in found]
+    return out
+
+
+@dataclass
+class Counters:
+    n: int  # questions in the run
+    done: int  # questions with a default attempt
+    realized: int
+    reached: dict[str, int]  # probe -> questions with a correct attempt
+    failure: dict[str, int]  # probe -> reachable and not realized (frozen set size when stored)
+    attempted: dict[str, int] | None = None  # probe -> questions with at least one attempt of it
+
+    def pct(self, k: int) -> float:
+        return 100.0 * k / self.n if self.n else 0.0
+
+
+def counters(rows: list[QRow], probes: tuple[str, ...], frozen: dict[str, int] | None = None) -> Counters:
+    reached = {p: 0 for p in probes}
+    failure = {p: 0 for p in probes}
+    attempted = {p: 0 for p in probes}
+    done = realized = 0
+    for r in rows:
+        if r.realized is not None:
+            done += 1
+            realized += bool(r.realized)
+        for i, p in enumerate(probes):
+            if r.reach[i] is not None:
+                attempted[p] += 1
+            if r.reach[i]:
+                reached[p] += 1
+            if in_failure_set(r.realized, r.reach[i]):
+                failure[p] += 1
+    for p, size in (frozen or {}).items():
+        if p in failure:
+            failure[p] = size
+    return Counters(len(rows), done, realized, reached, failure, attempted)
+
+
