@@ -13,7 +13,7 @@ queue holding only the interventions not yet delivered: nothing is generated twi
 call that loses its worker `RETRIES` times fails the run (resumable) with one line.
 
 `ray` is imported only here, and only when `--ray` is used. The model is loaded only by the workers, each in
-its own process; this process imports torch for the calls' `Decoding` and the workers' `Generation`s alone.
+its own process; calls and results cross as the torch-free types of `reachtui.generation`.
 """
 
 from __future__ import annotations

@@ -1,41 +1,10 @@
 """The chance control: how much of "reachable" luck alone would give (pure Python + SQL).
 
 Each question's stored attempts are re-scored against the gold answer of *another* question of the run
-(its partner), drawn from the same answer-format stratum by a fixed, seeded derangement recorded in the
-protocol (`Protocol.control`: seed, strata). A question is control-reachable under a probe when some
-attempt's extracted answer (the `answer` column, as the audit stored it) is equivalent to the partner's
-gold, through the one grader's `reachtui.grading.equivalent`. Nothing is generated again: the control is
-computed at table time from the store, so it works for imported runs too.
-
-Strata (`strata = "format"`, the default), from the gold answer and the protocol's answer format:
-
-- number (and math answers that are plain numbers): sign, integer or not, and the number of digits of
-  the integer part: "14" -> "+int:2", "-3" -> "-int:1", "0.75" -> "+dec:1", "1/3" -> "+dec:1",
-  "1200" -> "+int:4". A model that writes some two-digit number hits a two-digit gold by luck far more
-  often than a four-digit one, so luck is measured against golds of the same magnitude.
-- math answers that are not plain numbers: one stratum "expr". Gold answers the number format cannot
-  read: "text".
-- choice: one stratum (every letter is a possible gold). exact: one stratum.
-
-`strata = "none"` puts every question in one stratum. A stratum with a single question cannot be
-deranged: it joins its neighbour in stratum order (numbers by sign, kind and magnitude; "expr" and
-"text" last) — the previous one, or the next when it is first. A run with fewer than two questions has
-no control.
-
-The derangement: within each stratum, the run's questions in task order are shuffled by a
-`random.Random` seeded from (control seed, stratum name) and each question's partner is the next one in
-the shuffled cycle. That is a single cycle per stratum, so no question is its own partner, and every
-question is the partner of exactly one other: the mapping is a bijection on the run's questions.
-Partners may share a gold answer (two questions whose answer is 14): scoring against such a partner is
-the same as scoring against the own gold, which is what luck would give, so it is kept. Because the
-mapping is a bijection, a probe that always answers the same constant c is control-reachable on exactly
-as many questions as have c as their gold.
-
-Besides the control, `run_control` gathers the answer scatter of every (probe, question): attempts,
-attempts with no extracted answer, distinct extracted answers (by their stored normalised text), and
-the number and first index of the attempts that hit the partner's gold.
+(its partner: `derangement`, within answer-format strata: `stratum`), through the one grader's
+`equivalent`. Nothing is generated again: the control is computed at table time from the store, so it
+works for imported runs too. `run_control` also gathers each (probe, question)'s answer scatter.
 """
-
 from __future__ import annotations
 
 import math
@@ -54,7 +23,15 @@ ALL = "all"
 
 
 def stratum(gold: str, fmt: str = "number") -> str:
-    """The answer-format stratum of a gold answer (see the module docstring)."""
+    """The answer-format stratum of a gold answer (`strata = "format"`, the default):
+
+    - number (and math answers that are plain numbers): sign, integer or not, and the number of digits of
+      the integer part: "14" -> "+int:2", "-3" -> "-int:1", "0.75" -> "+dec:1", "1/3" -> "+dec:1",
+      "1200" -> "+int:4". A model that writes some two-digit number hits a two-digit gold by luck far more
+      often than a four-digit one, so luck is measured against golds of the same magnitude.
+    - math answers that are not plain numbers: "expr"; golds the number format cannot read: "text".
+    - choice: one stratum (every letter is a possible gold); exact: one stratum.
+    """
     if fmt in ("choice", "exact"):
         return fmt
     num = normalize_number(str(gold))
@@ -77,7 +54,9 @@ def _stratum_order(name: str) -> tuple:
 
 
 def assign_strata(golds: Sequence[str], fmt: str = "number", scheme: str = "format") -> list[str]:
-    """The stratum of each gold (in the given order), singleton strata merged into a neighbour."""
+    """The stratum of each gold (in the given order). `scheme = "none"` puts every question in one stratum.
+    A stratum with a single question cannot be deranged: it joins its neighbour in stratum order (numbers
+    by sign, kind and magnitude; "expr" and "text" last), the previous one, or the next when it is first."""
     if scheme == "none" or fmt not in FORMATS:
         return [ALL] * len(golds)
     raw = [stratum(g, fmt) for g in golds]
@@ -111,7 +90,14 @@ def assign_strata(golds: Sequence[str], fmt: str = "number", scheme: str = "form
 def derangement(golds: Sequence[str], fmt: str = "number", *, seed: int = 0,
                 scheme: str = "format") -> list[int | None]:
     """partner[i]: the position of question i's partner (golds in task order); never i, always in i's
-    stratum; None only for a question alone in the run."""
+    stratum; None only for a question alone in the run.
+
+    Within each stratum the questions in task order are shuffled by a `random.Random` seeded from (control
+    seed, stratum name), and each question's partner is the next one in the shuffled cycle: one cycle per
+    stratum, so no question is its own partner and every question is the partner of exactly one other (a
+    bijection). Partners may share a gold (two questions whose answer is 14): scoring against such a
+    partner is what luck would give, so it is kept; and a probe that always answers the same constant c
+    is control-reachable on exactly as many questions as have c as their gold."""
     names = assign_strata(golds, fmt, scheme)
     by_stratum: dict[str, list[int]] = {}
     for i, s in enumerate(names):

@@ -2,24 +2,10 @@
 
 Two runs are comparable only when their protocols hash the same, so the hash covers every field that can
 change an attempt (prompt, answer format, stop strings, decoding, probes with budgets/temperatures, route
-sampler, MCTS, seed) or the chance control reported beside every reachability figure (its derangement's
-seed and strata), and nothing that cannot (the model, the store path). The hash is sha256 over canonical
-JSON of `to_dict()` (sorted keys, no spaces, floats as Python's shortest round-trip repr), first 12 hex.
-Values are coerced on construction (a temperature of 1 is 1.0, probes are put in canonical order) so that
-equal protocols written differently hash the same.
-
-Prompt rendering (`render_prompt`), decided here:
-- plain: `template` with `{question}` replaced (only that placeholder; other braces are literal, LaTeX is
-  safe). Few-shot examples come first, each rendered with the same template followed by its answer
-  (joined by one space unless the answer starts with whitespace), examples and question separated by a
-  blank line. A `system` text, if any, opens the prompt, followed by a blank line.
-- chat: the tokenizer's own chat template (`apply_chat_template(..., add_generation_prompt=True,
-  enable_thinking=False)`; templates that know no `enable_thinking` ignore it). Messages: the system
-  prompt, few-shot pairs as earlier user/assistant turns, then the question; each user turn is `template`
-  with `{question}` replaced (default "{question}" in chat mode). The text returned already holds the
-  template's special tokens (BOS and all): tokenize it with `add_special_tokens=False`.
+sampler, MCTS, seed) or the chance control reported beside every reachability figure, and nothing that
+cannot (the model, the store path). Values are coerced on construction (a temperature of 1 is 1.0, probes
+in canonical order), so equal protocols written differently hash the same.
 """
-
 from __future__ import annotations
 
 import hashlib
@@ -273,7 +259,8 @@ class Protocol:
         return json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
     def hash(self) -> str:
-        """12 hex chars identifying the outcome-relevant settings; equal hashes = comparable runs."""
+        """12 hex chars identifying the outcome-relevant settings (sha256 of `canonical_json`: sorted keys,
+        no spaces, floats as Python's shortest round-trip repr); equal hashes = comparable runs."""
         return hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()[:12]
 
     def probe(self, name: str) -> ProbeSpec | None:
@@ -282,7 +269,18 @@ class Protocol:
     # ------------------------------------------------------------------------------------ prompts
 
     def render_prompt(self, question: str, tokenizer=None) -> str:
-        """The text the model is given for `question` (see the module docstring for the layout)."""
+        """The text the model is given for `question`.
+
+        plain: `template` with `{question}` replaced (only that placeholder; other braces are literal, LaTeX
+        is safe). Few-shot examples come first, each rendered with the same template followed by its answer
+        (joined by one space unless the answer starts with whitespace), examples and question separated by
+        a blank line. A `system` text, if any, opens the prompt, followed by a blank line.
+
+        chat: the tokenizer's own chat template (`apply_chat_template(..., add_generation_prompt=True,
+        enable_thinking=False)`; templates that know no `enable_thinking` ignore it). Messages: the system
+        prompt, few-shot pairs as earlier user/assistant turns, then the question; each user turn is
+        `template` with `{question}` replaced (default "{question}" in chat mode). The text returned already
+        holds the template's special tokens (BOS and all): tokenize it with `add_special_tokens=False`."""
         fill = lambda q: self.template.replace("{question}", q)  # noqa: E731
         if not self.chat:
             parts = [self.system] if self.system else []

@@ -1,12 +1,5 @@
-"""Read queries of the audit store (mixed into `reachtui.store.Store`). Pure Python, plain SQL.
-
-Every query here is answered by SQLite from an index (no Python loop over a run's attempts). Rows come
-back as plain dicts. Definitions used throughout (see DESIGN.md):
-
-- realized: the question's "realized" attempt (index 0) is correct; None while it has not run.
-- reachable under a probe: some attempt of that probe is correct; first_hit = the lowest such index.
-- failure set of a probe: reachable under it and (known) not realized.
-"""
+"""Read queries of the audit store (mixed into `reachtui.store.Store`): plain SQL, answered from an index,
+rows as plain dicts. What realized, reachable and a failure set mean is `reachtui.outcomes`."""
 
 from __future__ import annotations
 
@@ -14,7 +7,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from reachtui.errors import ReachError
-from reachtui.probes.registry import ordered_names
+from reachtui.probes.registry import ordered_names, realized_where
 
 if TYPE_CHECKING:
     import sqlite3
@@ -62,10 +55,10 @@ class StoreQueries:
         return self._rows(f"""
             SELECT {_RUN_COLUMNS},
               (SELECT count(*) FROM attempts a WHERE a.run_id = r.id) AS n_attempts,
-              (SELECT count(*) FROM attempts a WHERE a.run_id = r.id AND a.probe = 'realized'
-                 AND a.attempt = 0) AS n_realized_done,
-              (SELECT count(*) FROM attempts a WHERE a.run_id = r.id AND a.probe = 'realized'
-                 AND a.attempt = 0 AND a.correct = 1) AS n_realized
+              (SELECT count(*) FROM attempts a WHERE a.run_id = r.id AND {realized_where('a')})
+                AS n_realized_done,
+              (SELECT count(*) FROM attempts a WHERE a.run_id = r.id AND {realized_where('a')}
+                 AND a.correct = 1) AS n_realized
             FROM runs r JOIN models m ON m.id = r.model_id JOIN tasks t ON t.id = r.task_id
             ORDER BY r.id""")
 

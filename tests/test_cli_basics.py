@@ -20,6 +20,9 @@ def test_help_lists_commands():
     out = _run("--help")
     assert out.returncode == 0
     assert "Usage:" in out.stdout
+    listed = out.stdout.split("Commands:", 1)[1].split()
+    for command in ("audit", "compare", "export", "generate", "import", "open", "runs"):
+        assert command in listed, command
 
 
 def test_heavy_libraries_are_not_imported_by_import_or_help():

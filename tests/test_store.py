@@ -9,7 +9,8 @@ from dataclasses import dataclass
 import pytest
 
 from reachtui.errors import ReachError
-from reachtui.store import SCHEMA_VERSION, Store, default_store_path
+from reachtui.store import Store, default_store_path
+from reachtui.store_schema import SCHEMA_VERSION
 from reachtui.store_queries import fts_query
 import reference  # noqa: E402
 

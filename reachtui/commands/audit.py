@@ -20,6 +20,7 @@ import click
 from reachtui.commands.options import placement_options
 from reachtui.engine.progress import DONE, FAILURE_SETS
 from reachtui.errors import ReachError
+from reachtui.probes import registry
 
 def _pct(x) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
@@ -230,7 +231,7 @@ def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, 
         if mlp_scan == "":
             if not names:
                 raise ReachError("--mlp-scan needs a probe whose failure set it scans (none in this protocol)")
-            mlp_scan = "sample" if "sample" in names else names[0]
+            mlp_scan = registry.scan_default(names)
         elif mlp_scan not in names:
             raise ReachError(f"--mlp-scan {mlp_scan}: that probe is not in this audit (probes: "
                              f"{', '.join(names) or 'none'})")

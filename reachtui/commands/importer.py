@@ -38,6 +38,7 @@ from typing import Any
 import click
 
 from reachtui.errors import ReachError
+from reachtui.probes import registry
 
 IMPORT_FORMATS = ("jsonl", "lm-eval")
 IMPORT_TEMPLATE = "[imported generations: prompt not recorded]\n{question}"
@@ -232,7 +233,7 @@ def read_lm_eval(path: Path, task, filter_name: str | None = None) -> Parsed:
     for i, d, responses, _target in rows:
         qid = qid_of[d]
         records.append(Record(i, qid, REALIZED, 0, responses[0]))
-        records += [Record(i, qid, "sample", j, r) for j, r in enumerate(responses)]
+        records += [Record(i, qid, registry.SAMPLE.name, j, r) for j, r in enumerate(responses)]
     used_filter = next(iter(filter_of.values())) if len(set(filter_of.values())) == 1 else None
     parsed = Parsed(records, notes=notes, source="lm-eval", filter=used_filter)
     parsed.targets = [(i, qid_of[d], t) for i, d, _r, t in rows]  # type: ignore[attr-defined]

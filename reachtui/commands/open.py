@@ -20,6 +20,7 @@ import click
 
 from reachtui.commands.options import placement_options
 from reachtui.errors import ReachError
+from reachtui.probes import registry
 
 
 def model_name_for(spec: str) -> str:
@@ -157,7 +158,7 @@ def open_(model, task_spec, store_path, run_id, probes, budget, temperature, see
     if mlp_scan in ("none", ""):
         mlp_scan = None
     elif mlp_scan == "auto":
-        mlp_scan = ("sample" if "sample" in names else names[0]) if names else None
+        mlp_scan = registry.scan_default(names)
     elif mlp_scan not in names:
         raise ReachError(f"--mlp-scan {mlp_scan}: that probe is not in this audit (probes: {', '.join(names) or 'none'})")
     task = load_task(task_spec)

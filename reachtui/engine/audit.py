@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from reachtui.engine import mlp
+from reachtui.engine import mlp, phases
 from reachtui.engine.context import RunContext
 from reachtui.engine.progress import DONE, FAILURE_SETS, MLP_SCAN, Cancelled, Progress
 from reachtui.errors import ReachError
@@ -128,7 +128,8 @@ class Audit:
 
     def _probe_phase(self, spec) -> Callable[[], None]:
         probe = registry.REALIZED if spec is None else registry.get(spec.name)
-        return lambda: probe.phase(self.ctx, probe, spec)
+        run = getattr(phases, probe.phase)
+        return lambda: run(self.ctx, probe, spec)
 
     def _freeze(self) -> None:
         self.ctx.check_cancel()

@@ -20,6 +20,7 @@ from reachtui.engine.progress import Cancelled, Progress
 from reachtui.engine.record import attempt_row
 from reachtui.errors import ReachError
 from reachtui.generation import CallPool, Decoding
+from reachtui.probes import registry
 from reachtui.routes import Route
 from reachtui.seeds import derive_seed
 
@@ -68,7 +69,7 @@ class RunContext:
         elif stored:
             return int(stored)
         else:
-            routed = any(p.name != "sample" for p in self.protocol.probes)
+            routed = any(registry.get(p.name).routed for p in self.protocol.probes)
             L = self.L
             longest = max(L, math.floor(self.protocol.route_sampler.max_frac * L)) if routed else L
             size, why = self.runner.suggest_batch_size(self.prompts, self.protocol.max_new_tokens, longest)

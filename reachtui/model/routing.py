@@ -1,44 +1,10 @@
-"""The ONE module that touches transformers internals (covered by tests/test_engine.py).
-
-How a route runs, exactly, with the model's own forward:
-
-* For the length of a call, the model's decoder ModuleList is replaced by a ModuleList with one entry per
-  route *position*. Entry p is a shallow clone of the original layer route[p] that shares its parameters
-  and buffers, in which every submodule holding a `layer_idx` (the attention, sometimes the block) is
-  cloned too, with `layer_idx = p`. So a layer repeated at positions p and q writes its keys/values to
-  cache slots p and q: each application is a clean one. Everything else about the layer (its attention
-  type, sliding window, scaling) is the original's.
-* The decoder config gets `num_hidden_layers = len(route)` and, where it has them, `layer_types` permuted
-  by the route: the model's loop (`layers[:num_hidden_layers]`), its per-layer mask / rotary selection
-  (`config.layer_types[i]`) and `DynamicCache(config=...)` (which builds one cache layer per entry, sliding
-  where the type is sliding) then follow the route. Rotary embeddings, the embedding, the final norm and
-  the LM head are the model's own, computed once per forward.
-* A silenced layer's clone gets its MLP wrapped so that its output is zeros (every occurrence).
-* Everything is put back in `finally`: the original ModuleList object, the config attributes. The
-  original modules are never mutated, and no hooks are installed. A model dispatched by accelerate
-  (a device map) keeps its hooks: a clone's hook wrapper is rebound to call the clone
-  (`_rebind_hooked_forward`).
-
-Shared prefill (`PrefillTap`): a route's first d positions that equal the identity's (route[p] = p, MLP p not
-silenced, a plain full-attention cache layer) compute exactly what the identity computes there. One
-recording pass over the identity keeps each position's output and keys/values; a route then *replays*
-positions < d (writes the recorded keys/values into its cache slot, returns the recorded output) and
-computes only the rest. Same inputs, same modules, same batch: bit-identical to computing them.
-
-Caches (`new_cache`): plain full-attention layers become `GrowingLayer`s, preallocated for the whole
-generation and written in place (no torch.cat per step); `window` gives a sub-batch's prefill a view
-onto the rows and columns of the decode batch's buffers, so prefills of different widths (each padded
-only to its own longest prompt) land left-padded in one batch without a copy.
-
-Mixed batches (`MixedCache`, `installed_mixed`): rows that follow different plans decode with one forward
-per step. Position p of the installed list runs, for each group of rows that run the same block there, that
-block's clone on those rows only (with their slice of the mask and rotary embeddings, and the group's own
-cache layer); rows whose route has ended pass unchanged. Plain full-attention models only.
+"""How a route runs, exactly, with the model's own forward: installing a route (`installed`), its caches
+(`new_cache`) and the shared identity prefill (`PrefillTap`); mixed decode batches are in `mixed.py`. With
+`mixed.py`, the only code that touches transformers internals (covered by tests/test_engine.py).
 
 Version notes: transformers 5.24 calls the cache argument `cache` (`past_key_values` is deprecated);
 earlier 5.x call it `past_key_values`. `cache_argument()` picks whichever the forward accepts.
 """
-
 from __future__ import annotations
 
 import contextlib
@@ -46,12 +12,11 @@ import copy
 import functools
 import inspect
 import types
-from dataclasses import dataclass
 from functools import lru_cache
 
 import torch
 import torch.nn as nn
-from transformers.cache_utils import DynamicCache, DynamicLayer
+from transformers.cache_utils import DynamicLayer
 
 from reachtui.errors import ReachError
 from reachtui.model.layers import Architecture
@@ -155,7 +120,11 @@ def route_layers(arch: Architecture, route, silenced=frozenset()) -> nn.ModuleLi
 
 
 class PrefillTap:
-    """Switchable behaviour of a route's positions during one prefill forward (see the module docstring).
+    """The shared prefill: a route's first d positions that equal the identity's (route[p] = p, MLP p not
+    silenced, a plain full-attention cache layer) compute exactly what the identity computes there. One
+    recording pass over the identity keeps each position's output and keys/values; a route then *replays*
+    positions < d (writes the recorded keys/values into its cache slot, returns the recorded output) and
+    computes only the rest. Same inputs, same modules, same batch: bit-identical to computing them.
 
     mode None: compute as usual. "record": compute, and keep the output of positions < depth in
     `outputs`. "replay": positions < depth write `kv[p]` into `cache` slot p and return `outputs[p]`
@@ -196,6 +165,18 @@ def identity_prefix(route, silenced=frozenset()) -> int:
 def installed(arch: Architecture, route=None, silenced=frozenset(), *, force: bool = False,
               tap: PrefillTap | None = None):
     """Install (route, silenced) in the model for the body of the `with`; restore everything after.
+
+    For the length of a call, the model's decoder ModuleList is replaced by a ModuleList with one entry per
+    route *position*. Entry p is a shallow clone of the original layer route[p] that shares its parameters
+    and buffers, in which every submodule holding a `layer_idx` (the attention, sometimes the block) is
+    cloned too, with `layer_idx = p`. So a layer repeated at positions p and q writes its keys/values to
+    cache slots p and q: each application is a clean one. Everything else about the layer (its attention
+    type, sliding window, scaling) is the original's. The decoder config gets `num_hidden_layers =
+    len(route)` and, where it has them, `layer_types` permuted by the route: the model's loop, its
+    per-layer mask / rotary selection and `DynamicCache(config=...)` then follow the route. A silenced
+    layer's clone gets its MLP wrapped so that its output is zeros (every occurrence). Everything is put
+    back in `finally`; the original modules are never mutated and no hooks are installed (a model
+    dispatched by accelerate keeps its hooks: a clone's hook wrapper is rebound to call the clone).
 
     The identity route with nothing silenced leaves the model untouched (unless `force`, for tests, or a
     `tap`, whose wrappers go on every position).
@@ -321,7 +302,10 @@ class WindowLayer(GrowingLayer):
 
 def new_cache(arch: Architecture, capacity: int | None = None, batch: int | None = None):
     """A DynamicCache sized for what is installed now (call inside `installed`); with `capacity`, its
-    plain full-attention layers are GrowingLayers of that many positions (for `batch` rows)."""
+    plain full-attention layers are GrowingLayers of that many positions (for `batch` rows), preallocated
+    for the whole generation and written in place (no torch.cat per step). `window` gives a sub-batch's
+    prefill a view onto the decode batch's buffers, so prefills of different widths (each padded only to
+    its own longest prompt) land left-padded in one batch without a copy."""
     from transformers import DynamicCache
 
     cache = DynamicCache(config=arch.config)
@@ -360,156 +344,6 @@ def close_windows(cache, width: int) -> None:
     for layer in cache.layers:
         layer.n = width
         layer._views()
-
-
-class _Columns(DynamicLayer):
-    """The layer a MixedCache shows the model: how many columns are written (for the mask and the positions);
-    the rows' keys and values live in the groups' own layers."""
-
-    def __init__(self, mixed: "MixedCache"):
-        super().__init__()
-        self.mixed = mixed
-        self.is_initialized = True
-
-    def get_seq_length(self) -> int:
-        return self.mixed.columns()
-
-    def update(self, *args, **kwargs):
-        raise RuntimeError("a mixed decode batch is written through its groups")
-
-    def batch_select_indices(self, indices) -> None:
-        pass
-
-
-@dataclass
-class _Group:
-    """The rows of a mixed decode batch that run the same block at one route position, and their cache."""
-
-    rows: torch.Tensor          # ascending row indices in the batch
-    block: nn.Module
-    layer: GrowingLayer
-    cache: object               # a DynamicCache whose slot `position` is `layer`
-
-
-class MixedCache(DynamicCache):
-    """The decode cache of rows that follow different plans (route, silenced MLPs), for one forward per step.
-
-    At route position p the rows are grouped by what they run there (original layer, silenced or not); each
-    group has its own cache layer (a GrowingLayer over its rows) and its own clone of the block, and runs on
-    its rows only. A row whose route is shorter than p passes position p unchanged, as if its route had
-    ended (the final norm and the LM head follow). Plan j's rows are `rows[j]` consecutive rows of the batch
-    and of each of its groups, so its prefill writes straight into the groups' buffers (`plan_cache(j)`);
-    `close(width)` ends the prefills. The same modules on the same rows as separate decodes, with fewer
-    module calls per step."""
-
-    def __init__(self, arch: Architecture, plans: list[tuple], rows: list[int], capacity: int):
-        super().__init__()
-        self.depth = max(len(route) for route, _ in plans)
-        self.batch = sum(rows)
-        starts = [sum(rows[:j]) for j in range(len(plans))]
-        self.groups: list[list[_Group]] = []
-        self._windows: list[list[WindowLayer]] = [[] for _ in plans]   # plan j's view of each position
-        for p in range(self.depth):
-            members: dict[tuple, list[int]] = {}
-            for j, (route, silenced) in enumerate(plans):
-                if p < len(route):
-                    members.setdefault((route[p], route[p] in silenced), []).append(j)
-            here = []
-            for (layer, silenced), js in members.items():
-                kv = GrowingLayer(capacity, batch=sum(rows[j] for j in js))
-                at = 0
-                for j in js:
-                    self._windows[j].append(WindowLayer(kv, slice(at, at + rows[j]), 0))
-                    at += rows[j]
-                index = torch.cat([torch.arange(starts[j], starts[j] + rows[j]) for j in js])
-                cache = DynamicCache()
-                cache.layers = [kv] * (p + 1)
-                here.append(_Group(index, position_block(arch, layer, p, silenced), kv, cache))
-            self.groups.append(here)
-        self.layers = [_Columns(self)] * self.depth
-
-    def plan_cache(self, j: int):
-        """A cache for plan j's prefill (inside its own installation) that writes into the groups' buffers."""
-        cache = DynamicCache()
-        cache.layers = list(self._windows[j])
-        return cache
-
-    def close(self, width: int) -> None:
-        """After every plan's prefill: each group holds `width` positions; row indices go to the device."""
-        for groups in self.groups:
-            for g in groups:
-                g.layer.n = width
-                g.layer._views()
-                g.rows = g.rows.to(g.layer.kbuf.device)
-        self._windows = []
-
-    def columns(self) -> int:
-        return self.groups[0][0].layer.n
-
-    def batch_select_indices(self, indices) -> None:
-        """Keep only the rows `indices` (ascending), in every group."""
-        new = torch.full((self.batch,), -1, dtype=torch.long, device=indices.device)
-        new[indices] = torch.arange(len(indices), device=indices.device)
-        self.batch = len(indices)
-        for p, groups in enumerate(self.groups):
-            kept = []
-            for g in groups:
-                pos = new[g.rows]
-                keep = pos >= 0
-                if not bool(keep.any()):
-                    continue
-                if not bool(keep.all()):
-                    g.layer.batch_select_indices(keep.nonzero()[:, 0])
-                    pos = pos[keep]
-                g.rows = pos
-                kept.append(g)
-            self.groups[p] = kept
-
-
-def _take_rows(value, rows, batch: int):
-    """`value` restricted to the batch rows `rows` where it has a batch dimension (tensors, tuples, dicts)."""
-    if isinstance(value, torch.Tensor):
-        return value.index_select(0, rows.to(value.device)) if value.dim() and value.shape[0] == batch else value
-    if isinstance(value, (tuple, list)):
-        return type(value)(_take_rows(v, rows, batch) for v in value)
-    if isinstance(value, dict):
-        return {k: _take_rows(v, rows, batch) for k, v in value.items()}
-    return value
-
-
-class _MixedPosition(nn.Module):
-    """Route position p of a MixedCache's batch: each group runs its block on its rows."""
-
-    def __init__(self, mixed: MixedCache, position: int):
-        super().__init__()
-        self.mixed, self.position = mixed, position
-
-    def forward(self, hidden_states, *args, **kwargs):
-        mixed = self.mixed
-        out = hidden_states
-        for g in mixed.groups[self.position]:
-            swap = lambda v, g=g: g.cache if v is mixed else v  # noqa: E731
-            a = [swap(v) for v in args]
-            kw = {k: swap(v) for k, v in kwargs.items()}
-            if len(g.rows) == mixed.batch:      # every row runs this block here
-                res = g.block(hidden_states, *a, **kw)
-                out = res[0] if isinstance(res, tuple) else res
-                continue
-            res = g.block(hidden_states.index_select(0, g.rows), *_take_rows(a, g.rows, mixed.batch),
-                          **_take_rows(kw, g.rows, mixed.batch))
-            if out is hidden_states:
-                out = hidden_states.clone()      # rows of no group pass this position unchanged
-            out.index_copy_(0, g.rows, res[0] if isinstance(res, tuple) else res)
-        return out
-
-
-@contextlib.contextmanager
-def installed_mixed(arch: Architecture, mixed: MixedCache):
-    """Install a mixed decode batch's positions in the model for the body of the `with` (plain models: every
-    layer a full-attention layer of one type); restore everything after."""
-    positions = nn.ModuleList([_MixedPosition(mixed, p) for p in range(mixed.depth)])
-    with _swapped(arch, positions, lambda types: [types[0]] * mixed.depth):
-        yield
 
 
 def recorded_kv(cache, depth: int) -> list:

@@ -16,64 +16,17 @@ distribution, new_tokens = len(token_ids), layers_executed = len(route), compute
 
 from __future__ import annotations
 
-import math
 import threading
 
 import torch
 
 from reachtui.errors import ReachError
+from reachtui.model import mixed as mixed_batch
 from reachtui.model import routing
+from reachtui.model.decode import decode, eos_ids
+from reachtui.model.memory import is_oom, keep_freed_memory
 from reachtui.generation import Decoding, Generation
 from reachtui.routes import Route, identity, validate_route
-
-
-def _is_oom(exc: BaseException) -> bool:
-    oom = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", None)
-    if oom is not None and isinstance(exc, oom):
-        return True
-    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
-
-
-def _eos_ids(model, tokenizer) -> set[int]:
-    ids: set[int] = set()
-    for value in (getattr(getattr(model, "generation_config", None), "eos_token_id", None),
-                  getattr(model.config, "eos_token_id", None),
-                  getattr(tokenizer, "eos_token_id", None)):
-        if isinstance(value, int):
-            ids.add(value)
-        elif isinstance(value, (list, tuple)):
-            ids.update(int(v) for v in value if isinstance(v, int))
-    return ids
-
-
-def cut_at_stop(text: str, stops) -> tuple[str, bool]:
-    """Cut `text` at the earliest occurrence of any stop string."""
-    best = -1
-    for s in stops:
-        if s:
-            k = text.find(s)
-            if k >= 0 and (best < 0 or k < best):
-                best = k
-    return (text[:best], True) if best >= 0 else (text, False)
-
-
-def keep_freed_memory() -> bool:
-    """Ask glibc to keep freed blocks of up to 32 MiB in the heap instead of returning them to the system.
-    Every generation allocates its KV-cache buffers afresh; memory handed back and mapped again costs a page
-    fault per 4 KiB on first touch (about 10% of a CPU audit's time on the demo model). Linux/glibc only;
-    elsewhere nothing changes. Returns whether it took effect."""
-    import ctypes
-    import ctypes.util
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        m_trim_threshold, m_mmap_threshold = -1, -3
-        return bool(libc.mallopt(m_mmap_threshold, 32 << 20)) and bool(libc.mallopt(m_trim_threshold, 1 << 30))
-    except (OSError, AttributeError):
-        return False
 
 
 class Runner:
@@ -94,7 +47,7 @@ class Runner:
         from reachtui.model.load import input_device   # where input ids go (also under a device map)
 
         self.device = input_device(self.model)
-        self.eos_ids = _eos_ids(self.model, self.tokenizer)
+        self.eos_ids = eos_ids(self.model, self.tokenizer)
         pad = getattr(self.tokenizer, "pad_token_id", None)
         if pad is None:
             pad = min(self.eos_ids) if self.eos_ids else 0
@@ -109,7 +62,7 @@ class Runner:
         with routing.installed(self.arch):
             identity_cache = routing.new_cache(self.arch, capacity=1)
         self.plain = routing.all_growing(identity_cache)          # every layer a full-attention cache layer
-        # interventions over different prompts decode as one batch (routing.MixedCache): plain models
+        # interventions over different prompts decode as one batch (mixed.MixedCache): plain models
         # without a device map; on a CPU up to `mix_bytes` of KV cache per batch
         self.mixing = self.plain and not getattr(self.model, "hf_device_map", None)
         self.mix_bytes = 2 << 30
@@ -208,7 +161,7 @@ class Runner:
 
         With `rows`, intervention i runs only on the prompts rows[i] (result[i][j] and seeds[i][j] are
         prompt rows[i][j]'s): many interventions over a few prompts each, as an MCTS round proposes them.
-        They decode together, as one batch (`routing.MixedCache`), where the model allows it: a forward
+        They decode together, as one batch (`mixed.MixedCache`), where the model allows it: a forward
         per step for all of them instead of one per intervention. The log-probs then depend (in the last
         bits) on which interventions share the batch; the same call gives the same numbers."""
         plans = [(self.check_route(r), self._check_silenced(s)) for r, s in interventions]
@@ -250,7 +203,7 @@ class Runner:
                             reported.add(i)
                             on_done(i, results[i])
                 except Exception as exc:  # noqa: BLE001 - only OOM is handled here
-                    if not _is_oom(exc):
+                    if not is_oom(exc):
                         raise
                     if bs == 1:
                         raise ReachError("out of memory even at batch size 1") from exc
@@ -306,7 +259,7 @@ class Runner:
                                                 [plans[k] for k in pack],
                                                 [[seeds[k][r] for r in o] for k, o in zip(pack, orders)], dec)
                 except Exception as exc:  # noqa: BLE001 - only OOM is handled here
-                    if not _is_oom(exc):
+                    if not is_oom(exc):
                         raise
                     if torch.cuda.is_available():
                         torch.cuda.empty_cache()
@@ -333,7 +286,7 @@ class Runner:
         prompts are prefilled under its own installation straight into the batch's cache (in sub-batches,
         as `_generate_batch` does), then all rows decode together."""
         width = max(len(x) for rows in ids for x in rows)
-        mixed = routing.MixedCache(self.arch, plans, [len(rows) for rows in ids], width + dec.max_new_tokens)
+        mixed = mixed_batch.MixedCache(self.arch, plans, [len(rows) for rows in ids], width + dec.max_new_tokens)
         logits, masks = [], []
         with torch.inference_mode():
             for n, ((route, silenced), rows) in enumerate(zip(plans, ids)):
@@ -346,8 +299,8 @@ class Runner:
                 masks.append(attention)
             mixed.close(width)
             flat = [x for rows in ids for x in rows]
-            with routing.installed_mixed(self.arch, mixed):
-                gens = self._decode(flat, mixed, torch.cat(masks), torch.cat(logits), [s for ss in seeds for s in ss],
+            with mixed_batch.installed_mixed(self.arch, mixed):
+                gens = decode(self.model, self.tokenizer, self.eos_ids, flat, mixed, torch.cat(masks), torch.cat(logits), [s for ss in seeds for s in ss],
                                     dec, [len(route) for (route, _), rows in zip(plans, ids) for _ in rows])
         out, at = [], 0
         for rows in ids:
@@ -411,7 +364,7 @@ class Runner:
                     index = torch.tensor(row_of, device=self.device)
                     routing.select_rows(cache, index)
                     attention, logits = attention[index], logits[index]
-                gens = self._decode(ids, cache, attention, logits, row_seeds, dec, [len(route)] * len(ids), record)
+                gens = decode(self.model, self.tokenizer, self.eos_ids, ids, cache, attention, logits, row_seeds, dec, [len(route)] * len(ids), record)
             yield pid, gens
 
     def _sub_batches(self, rows: list[list[int]]) -> list[range]:
@@ -480,108 +433,6 @@ class Runner:
         else:
             attention = inputs[0][1]
         return cache, attention, torch.cat(logits)
-
-    def _decode(self, ids: list[list[int]], cache, attention, logits, seeds: list[int], dec: Decoding,
-                route_lens: list[int], record: list | None = None) -> list[Generation]:
-        device = self.device
-        b = len(ids)
-        position_ids = attention.sum(-1, keepdim=True) - 1
-        gens = None
-        if not dec.greedy:
-            gens = [torch.Generator(device=device).manual_seed(s) for s in seeds]
-        eos = torch.tensor(sorted(self.eos_ids) or [-1], device=device)
-        stops = tuple(s for s in dec.stop if s)
-
-        tokens: list[list[int]] = [[] for _ in range(b)]
-        logps: list[list[float]] = [[] for _ in range(b)]
-        finish = ["length"] * b
-        rows = list(range(b))   # the original row of each tensor row; None once it has finished
-        for step in range(dec.max_new_tokens):
-            logits = logits.float()
-            if record is not None:
-                record.append(logits.clone())
-            logprobs = torch.log_softmax(logits, dim=-1)
-            if gens is None:
-                nxt = logits.argmax(dim=-1)
-            else:
-                nxt = self._sample(logits, dec, [None if r is None else gens[r] for r in rows])
-            chosen = logprobs.gather(1, nxt[:, None])[:, 0]
-            is_eos = torch.isin(nxt, eos)
-            nxt_list = nxt.tolist()
-            lp_list = chosen.tolist()
-            eos_list = is_eos.tolist()
-            live: list[int] = []        # tensor rows still generating
-            for j, r in enumerate(rows):
-                if r is None:
-                    continue
-                tokens[r].append(nxt_list[j])
-                logps[r].append(lp_list[j])
-                if eos_list[j]:
-                    finish[r] = "eos"
-                else:
-                    live.append(j)
-            if stops and live:
-                texts = self.tokenizer.batch_decode([tokens[rows[j]] for j in live], skip_special_tokens=True)
-                kept = []
-                for j, text in zip(live, texts):
-                    if any(s in text for s in stops):
-                        finish[rows[j]] = "stop"
-                    else:
-                        kept.append(j)
-                live = kept
-            if not live or step == dec.max_new_tokens - 1:
-                break
-            attention = torch.cat([attention, attention.new_ones((attention.shape[0], 1))], dim=1)
-            position_ids = position_ids + 1
-            live_set = set(live)
-            rows = [r if j in live_set else None for j, r in enumerate(rows)]
-            if 4 * (len(rows) - len(live)) >= len(rows):
-                # finished rows leave the batch once they are a quarter of it (each step reads every row's
-                # cache; each removal copies the live rows' caches once)
-                index = torch.tensor(live, device=device)
-                routing.select_rows(cache, index)
-                attention, position_ids, nxt = attention[index], position_ids[index], nxt[index]
-                rows = [rows[j] for j in live]
-            logits = routing.forward_last_logits(self.model, nxt[:, None], attention, position_ids, cache)
-        del cache
-
-        out = []
-        for r in range(b):
-            text = self.tokenizer.decode(tokens[r], skip_special_tokens=True)
-            text, _ = cut_at_stop(text, stops)
-            n_new = len(tokens[r])
-            mean = sum(logps[r]) / n_new if n_new else float("nan")
-            out.append(
-                Generation(
-                    text=text,
-                    token_ids=tokens[r],
-                    mean_logprob=mean if math.isfinite(mean) else float("-inf"),
-                    new_tokens=n_new,
-                    layers_executed=route_lens[r],
-                    compute=route_lens[r] * (len(ids[r]) + n_new),
-                    prompt_tokens=len(ids[r]),
-                    finish=finish[r],
-                )
-            )
-        return out
-
-    @staticmethod
-    def _sample(logits, dec: Decoding, gens) -> torch.Tensor:
-        """One token per row, row j drawn with its own generator gens[j] (batch-independent); a row
-        whose generator is None (finished, still in the batch) takes the argmax and draws nothing."""
-        probs = torch.softmax(logits / dec.temperature, dim=-1)
-        order = None
-        if dec.top_p < 1.0:
-            probs, order = probs.sort(dim=-1, descending=True)
-            drop = (probs.cumsum(dim=-1) - probs) > dec.top_p
-            probs = probs.masked_fill(drop, 0.0)
-        picks = [probs[j].argmax(-1, keepdim=True) if g is None else torch.multinomial(probs[j], 1, generator=g)
-                 for j, g in enumerate(gens)]
-        nxt = torch.cat(picks)
-        if order is not None:
-            nxt = order.gather(1, nxt[:, None])[:, 0]
-        return nxt
-
 
 def load_runner(spec: str, *, threads: int | None = None, **load) -> Runner:
     """Load model `spec` (`reachtui.model.load.load_model` options) into a Runner, with torch on `threads`

@@ -2,7 +2,8 @@
 
 Everything that lists, orders, labels or colours probes (the protocol, the engine's phases, the tables,
 the app's columns and charts, the importer) derives it from here. Adding a probe is one record and its
-phase function (`reachtui.probes.phases`).
+phase function in `reachtui.engine.phases` (named by the record's `phase`). This module imports nothing,
+so everything can use it.
 
 Besides the probes a protocol runs there are two families of derived probe names, `mlp:<layer>` (the MLP
 scan: default decoding with that layer's MLP silenced) and `explore:<id>` (an intervention applied from
@@ -11,11 +12,8 @@ the app): interventions on the model as deployed, not reachability probes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any
-
-from reachtui.probes import phases
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -26,33 +24,34 @@ class Probe:
     reach: bool                 # a reachability probe: a summary row, a table column, a failure set
     answer_aware: bool          # its choice of attempts uses the gold answer
     ordered: bool               # attempts in a fixed order: its budget curve is reachable@k, else pass@k
+    routed: bool                # runs layer routes (which may be longer than the model: more KV cache)
     temperature: float | None   # default temperature (None: the protocol's own decoding)
     colour: str                 # in the charts
     why: str
-    phase: Callable[[Any, Any], None] = field(compare=False, repr=False)   # (RunContext, ProbeSpec) -> None
+    phase: str                  # its phase function in reachtui.engine.phases: (ctx, probe, spec) -> None
 
 
 REALIZED = Probe(
-    "realized", 0, "realized", reach=False, answer_aware=False, ordered=False, temperature=None, colour="green",
-    why="the default deployment procedure: one attempt (index 0) under the protocol's default decoding",
-    phase=phases.realized)
+    "realized", 0, "realized", reach=False, answer_aware=False, ordered=False, routed=False, temperature=None,
+    colour="green", phase="realized",
+    why="the default deployment procedure: one attempt (index 0) under the protocol's default decoding")
 SAMPLE = Probe(
-    "sample", 1, "sample", reach=True, answer_aware=False, ordered=False, temperature=1.0, colour="cyan",
-    why="K samples at a temperature, normal layer order; attempts are exchangeable, so pass@k",
-    phase=phases.sample)
+    "sample", 1, "sample", reach=True, answer_aware=False, ordered=False, routed=False, temperature=1.0,
+    colour="cyan", phase="sample",
+    why="K samples at a temperature, normal layer order; attempts are exchangeable, so pass@k")
 ROUTES = Probe(
-    "routes", 2, "routes", reach=True, answer_aware=False, ordered=True, temperature=0.0, colour="orange",
-    why="K random layer routes, greedy under each; attempt j is route j",
-    phase=phases.routes)
+    "routes", 2, "routes", reach=True, answer_aware=False, ordered=True, routed=True, temperature=0.0,
+    colour="orange", phase="routes",
+    why="K random layer routes, greedy under each; attempt j is route j")
 MCTS = Probe(
-    "mcts", 3, "mcts", reach=True, answer_aware=True, ordered=True, temperature=0.0, colour="magenta",
-    why="a tree search over routes rewarded by correctness (as in CoLa): answer-aware",
-    phase=phases.mcts)
+    "mcts", 3, "mcts", reach=True, answer_aware=True, ordered=True, routed=True, temperature=0.0,
+    colour="magenta", phase="mcts",
+    why="a tree search over routes rewarded by correctness (as in CoLa): answer-aware")
 MCTS_BLIND = Probe(
-    "mcts-blind", 4, "mcts-blind", reach=True, answer_aware=False, ordered=True, temperature=0.0, colour="blue",
+    "mcts-blind", 4, "mcts-blind", reach=True, answer_aware=False, ordered=True, routed=True, temperature=0.0,
+    colour="blue", phase="mcts",
     why="the same search rewarded by mean token log-prob. A reach probe: reachable means some attempt of "
-        "the K is right, whatever chose the attempts (as for routes); only its search is answer-blind",
-    phase=phases.mcts)
+        "the K is right, whatever chose the attempts (as for routes); only its search is answer-blind")
 
 PROBES: tuple[Probe, ...] = (REALIZED, SAMPLE, ROUTES, MCTS, MCTS_BLIND)
 #: The probes a protocol may list, in order ("realized" always runs).
@@ -88,6 +87,12 @@ MLP = Family("mlp", 1, "MLP scan", "default decoding with one layer's MLP silenc
 EXPLORE = Family("explore", 2, "exploration", "an intervention applied from the app to a failure set and the "
                                               "realized set")
 FAMILIES = (MLP, EXPLORE)
+
+
+def scan_default(names: Iterable[str]) -> str | None:
+    """The probe whose failure set an MLP scan repairs when none is named: sample if run, else the first."""
+    names = list(names)
+    return SAMPLE.name if SAMPLE.name in names else (names[0] if names else None)
 
 
 def get(name: str) -> Probe:

@@ -54,13 +54,47 @@ def chart_data(data, run) -> ChartData:
     return out
 
 
-class MlpChart(PlotextPlot):
+class _Chart(PlotextPlot):
+    """A chart of one run's `ChartData`; `draw` fills the plot once mounted."""
+
     def __init__(self, cd: ChartData, **kw) -> None:
         super().__init__(**kw)
         self.cd = cd
 
     def on_mount(self) -> None:
-        plt = self.plt
+        self.draw(self.plt)
+
+    def draw(self, plt) -> None:
+        raise NotImplementedError
+
+    def curves(self, plt, curves: dict[str, list[float]], title: str, estimator=None) -> None:
+        """Curves over k = 1..K (whole numbers on the axis), the realized level beside them, 0-100%."""
+        kmax = max((len(c) for c in curves.values()), default=1)
+        for probe, curve in curves.items():
+            plt.plot(list(range(1, len(curve) + 1)), [100 * v for v in curve], marker="braille",
+                     label=f"{probe} {estimator(probe) if estimator else 'pass@k (unbiased)'}",
+                     color=registry.get(probe).colour)
+            control = self.cd.controls.get(probe) if estimator else None
+            if control:
+                plt.plot(list(range(1, len(control) + 1)), [100 * v for v in control],
+                         label=f"{probe} chance control@k", marker="dot", color=registry.get(probe).colour)
+        if self.cd.realized is not None:
+            plt.plot([1, kmax], [100 * self.cd.realized] * 2, label="realized", color="green")
+        plt.xticks(_whole_ticks(kmax))
+        plt.title(title)
+        plt.xlabel("k (attempts)")
+        plt.ylabel("%")
+        plt.ylim(0, 100)
+
+
+def _whole_ticks(kmax: int, most: int = 12) -> list[int]:
+    """Whole-number ticks 1..kmax, at most `most` of them."""
+    step = max(1, -(-kmax // most))
+    return list(range(1, kmax + 1, step))
+
+
+class MlpChart(_Chart):
+    def draw(self, plt) -> None:
         cd = self.cd
         if not cd.mlp:
             plt.title("no MLP scan in this run (reachtui audit … --mlp-scan)")
@@ -79,57 +113,22 @@ class MlpChart(PlotextPlot):
         plt.ylim(0, 100)
 
 
-class ReachChart(PlotextPlot):
-    def __init__(self, cd: ChartData, **kw) -> None:
-        super().__init__(**kw)
-        self.cd = cd
-
-    def on_mount(self) -> None:
-        plt = self.plt
-        cd = self.cd
-        if not cd.curves:
+class ReachChart(_Chart):
+    def draw(self, plt) -> None:
+        if not self.cd.curves:
             plt.title("no reach probe attempts yet")
             return
-        kmax = 1
-        for probe, curve in cd.curves.items():
-            ks = list(range(1, len(curve) + 1))
-            kmax = max(kmax, len(curve))
-            estimator = "reachable@k" if registry.is_ordered(probe) else "pass@k"
-            plt.plot(ks, [100 * v for v in curve], label=f"{probe} {estimator}", marker="braille",
-                     color=registry.get(probe).colour)
-            control = cd.controls.get(probe)
-            if control:
-                plt.plot(list(range(1, len(control) + 1)), [100 * v for v in control],
-                         label=f"{probe} chance control@k", marker="dot", color=registry.get(probe).colour)
-        if cd.realized is not None:
-            plt.plot([1, kmax], [100 * cd.realized] * 2, label="realized", color="green")
-        plt.title("reachable@k / pass@k (braille) vs chance control@k (dots): a probe beats luck where they part")
-        plt.xlabel("k (attempts)")
-        plt.ylabel("%")
-        plt.ylim(0, 100)
+        self.curves(plt, self.cd.curves,
+                    "reachable@k / pass@k (braille) vs chance control@k (dots): a probe beats luck where they part",
+                    estimator=lambda probe: "reachable@k" if registry.is_ordered(probe) else "pass@k")
 
 
-class PassChart(PlotextPlot):
-    def __init__(self, cd: ChartData, **kw) -> None:
-        super().__init__(**kw)
-        self.cd = cd
-
-    def on_mount(self) -> None:
-        plt = self.plt
+class PassChart(_Chart):
+    def draw(self, plt) -> None:
         if not self.cd.passk:
             plt.title("no sampling probe in this run: pass@k needs exchangeable attempts (sample)")
             return
-        kmax = 1
-        for probe, curve in self.cd.passk.items():
-            kmax = max(kmax, len(curve))
-            plt.plot(list(range(1, len(curve) + 1)), [100 * v for v in curve], label=f"{probe} pass@k (unbiased)",
-                     marker="braille", color=registry.get(probe).colour)
-        if self.cd.realized is not None:
-            plt.plot([1, kmax], [100 * self.cd.realized] * 2, label="realized", color="green")
-        plt.title("pass@k: 1 − C(n−c,k)/C(n,k), averaged over questions")
-        plt.xlabel("k")
-        plt.ylabel("%")
-        plt.ylim(0, 100)
+        self.curves(plt, self.cd.passk, "pass@k: 1 − C(n−c,k)/C(n,k), averaged over questions")
 
 
 class ChartsScreen(Screen):

@@ -1,5 +1,5 @@
-"""How each probe plans its attempts: one phase function per probe, `(ctx, probe, spec) -> None`, run by
-the engine on a `reachtui.engine.context.RunContext` (which executes, grades and stores the attempts).
+"""How each probe plans its attempts: one phase function per probe, `(ctx, probe, spec) -> None` (named by
+the probe's registry record), run by the audit on a `RunContext` (which executes, grades and stores).
 
 Seeds (`RunContext.seed`): attempt j of the question with task index i under probe P is seeded with
 derive_seed(protocol seed, P, i, j), and only when it samples (temperature > 0; greedy attempts record no
