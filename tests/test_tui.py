@@ -493,3 +493,31 @@ async def test_intervals_on_demand_in_the_header(stored):
         cd = chart_data(app.data, app.run_info)
         for probe in cd.curves:
             assert cd.controls[probe] == list(rows[probe]["control_at_k"])
+
+
+async def test_first_hit_reads_the_same_in_the_table_the_detail_and_the_export(stored, tmp_path):
+    """First hit is the k at which the probe first reaches, 1-based: the table cell (◆ k), the detail pane's
+    attempt title (#k) and `export questions` (first_hit_<probe>) say the same number for one question."""
+    from reachtui import tables
+    from reachtui.tui.widgets.question_table import probe_cell
+
+    path, run_id = stored
+    with Store(path, readonly=True) as s:
+        rows = {r["question_id"]: r for r in tables.questions_table(s, [run_id]).dicts()}
+        first_attempt = dict(s.conn.execute(
+            "SELECT q.qid, min(a.attempt) FROM attempts a JOIN questions q ON q.id = a.question_id "
+            "WHERE a.run_id = ? AND a.probe = 'sample' AND a.correct = 1 GROUP BY q.qid", (run_id,)).fetchall())
+    qid = next(q for q, r in rows.items() if r["realized"] is False and r["first_hit_sample"] and
+               r["first_hit_sample"] > 1)
+    k = rows[qid]["first_hit_sample"]
+    assert k == first_attempt[qid] + 1              # attempt index 0-based in the store, k 1-based
+    app = ReachApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("f")                      # failure set (sample)
+        assert app.table.select_qid(qid)
+        row = app.table.rows[app.table.cursor]
+        assert row.first_hit[app.run_info.probes.index("sample")] == k
+        assert probe_cell("reached", k).split() == ["◆", str(k)]
+        await until(pilot, lambda: qid in str(app.main.query_one("#detail-title").render()))
+        titles = [c.title for c in app.main.query("#detail-hits Collapsible") if c.display]
+        assert titles[0].startswith(f"sample #{k} ")

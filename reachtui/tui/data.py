@@ -154,14 +154,16 @@ class AuditData:
         return rows[0] if rows else None
 
     def hits(self, run_id: int, key: int, probes: tuple[str, ...], limit: int = 64) -> list[dict[str, Any]]:
-        """The attempts of reach probes that reached the gold answer, probe by probe, in attempt order."""
+        """The attempts of reach probes that reached the gold answer, probe by probe (in `probes` order),
+        in attempt order."""
         if not probes:
             return []
         marks = ",".join("?" * len(probes))
+        order = " ".join(f"WHEN ? THEN {i}" for i in range(len(probes)))
         return self._dicts(
             f"SELECT probe, attempt, route, silenced, temperature, answer, text, new_tokens FROM attempts "
             f"WHERE run_id = ? AND question_id = ? AND correct = 1 AND probe IN ({marks}) "
-            f"ORDER BY probe, attempt LIMIT ?", (run_id, key, *probes, limit))
+            f"ORDER BY CASE probe {order} END, attempt LIMIT ?", (run_id, key, *probes, *probes, limit))
 
     # ---- search -----------------------------------------------------------------------------------
 
