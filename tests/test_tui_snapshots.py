@@ -45,3 +45,9 @@ def test_help_screen(snap_compare, store_path):
 
 def test_mlp_chart(snap_compare, store_path):
     assert snap_compare(ReachApp(store_path), press=["v"], terminal_size=SIZE, run_before=_settle)
+
+
+def test_main_screen_at_80x24(snap_compare, store_path):
+    """A narrow terminal: the detail pane stacks under the table; the layer strip keeps its three rows."""
+    keys = ["f", "j", "right_square_bracket", "m"]
+    assert snap_compare(ReachApp(store_path), press=keys, terminal_size=(80, 24), run_before=_settle)

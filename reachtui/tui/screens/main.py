@@ -24,6 +24,8 @@ from reachtui.tui.widgets.question_table import QuestionTable, header_text
 
 class MainScreen(Screen):
     BINDINGS = bindings("main")
+    #: under 110 columns the detail pane and the live result stack under the table (app.tcss)
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
 
     def __init__(self) -> None:
         super().__init__()
@@ -210,9 +212,7 @@ class MainScreen(Screen):
 
     def set_intervention(self, iv: Intervention) -> None:
         self.intervention = iv
-        strip = self.query_one(LayerStrip)
-        strip.intervention = iv
-        strip.refresh()
+        self.query_one(LayerStrip).intervention = iv
 
     def _need_layers(self) -> bool:
         if self.intervention is None:

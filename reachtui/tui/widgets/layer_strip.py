@@ -1,5 +1,6 @@
-"""The layer strip: one cell per decoder layer — how often it runs in the edited route (0 skipped,
-1, 2 repeated) and whether its MLP is silenced — with a cursor the keys move along."""
+"""The layer strip: per decoder layer, how many times the edited route runs it and whether its MLP is
+silenced — with a cursor the keys move along; what the edit does is on its top border. Wider models than the terminal show the layers around the
+cursor; the cursor's layer is marked with brackets, so it reads without colour too."""
 
 from __future__ import annotations
 
@@ -10,6 +11,15 @@ from textual.widget import Widget
 from reachtui.tui.intervention import Intervention
 
 CELL = 5
+LABEL = 6   # "layer ", "runs  ", "mlp   "
+
+
+def window(n: int, cursor: int, cells: int) -> range:
+    """The layers shown: all of them when they fit in `cells`, else `cells` of them around the cursor."""
+    if n <= cells:
+        return range(n)
+    start = min(max(0, cursor - cells // 2), n - cells)
+    return range(start, start + cells)
 
 
 class LayerStrip(Widget):
@@ -20,6 +30,10 @@ class LayerStrip(Widget):
     intervention: reactive[Intervention | None] = reactive(None)
     position: reactive[int] = reactive(0)
 
+    def watch_intervention(self, iv: Intervention | None) -> None:
+        """What the edited intervention does, on the strip's top border."""
+        self.border_title = iv.describe() if iv is not None else None
+
     def validate_position(self, value: int) -> int:
         n = self.intervention.num_layers if self.intervention else 0
         return max(0, min(value, n - 1)) if n else 0
@@ -27,24 +41,29 @@ class LayerStrip(Widget):
     def render(self) -> Text:
         iv = self.intervention
         if iv is None:
-            return Text("layers: (the model's layer count is not known yet)", style="dim")
+            return Text("layers: (the model's layer count is not known yet)", style="dim", no_wrap=True,
+                        overflow="ellipsis")
         counts = iv.counts()
+        shown = window(len(counts), self.position, max(1, (self.size.width - LABEL - 2) // CELL))
         top = Text("layer ", style="dim")
         mid = Text("runs  ", style="dim")
         mlp = Text("mlp   ", style="dim")
-        for i, c in enumerate(counts):
+        for i in shown:
+            c = counts[i]
             here = i == self.position
             cursor = " reverse" if here else ""
-            top.append(f"{i:^{CELL}}", style=("bold" + cursor) if here else "dim")
+            top.append(f"{f'[{i}]' if here else str(i):^{CELL}}", style=("bold" + cursor) if here else "dim")
             if c == 0:
                 mid.append(f"{'skip':^{CELL}}", style="red" + cursor)
             elif c == 1:
                 mid.append(f"{'1':^{CELL}}", style="green" + cursor)
             else:
                 mid.append(f"{'×' + str(c):^{CELL}}", style="bold yellow" + cursor)
-            if i in iv.silenced:
-                mlp.append(f"{'off':^{CELL}}", style="bold magenta" + cursor)
-            else:
-                mlp.append(f"{'on':^{CELL}}", style="dim" + cursor)
-        top.append("  " + iv.describe(), style="bold" if not iv.is_default else "dim")
-        return Text("\n").join([top, mid, mlp])
+            mlp.append(f"{'off' if i in iv.silenced else 'on':^{CELL}}",
+                       style=("bold magenta" if i in iv.silenced else "dim") + cursor)
+        if shown.start or shown.stop < len(counts):
+            mid.append(f" {shown.start}-{shown.stop - 1} of {len(counts)}", style="dim")
+        lines = [top, mid, mlp]
+        for line in lines:
+            line.no_wrap, line.overflow = True, "ellipsis"
+        return Text("\n", no_wrap=True).join(lines)

@@ -28,7 +28,7 @@ class RunHeader(Vertical):
 
     DEFAULT_CSS = """
     RunHeader { height: auto; background: $panel; padding: 0 1; }
-    RunHeader #run-title { text-style: bold; }
+    RunHeader #run-title { text-style: bold; text-wrap: nowrap; text-overflow: ellipsis; }
     RunHeader #progress-row { display: none; height: 1; }
     RunHeader.running #progress-row { display: block; }
     RunHeader #run-intervals { display: none; color: $text-muted; }
@@ -89,9 +89,11 @@ def counter_text(run: RunInfo | None, c: Counters | None) -> Text:
         t.append("waiting for the first attempts…", style="dim")
         return t
     t.append("realized ", style="dim")
-    t.append(f"{c.pct(c.realized):.1f}%", style="bold green")
     if c.done < c.n:
+        t.append(f"{c.realized} of {c.done} so far", style="bold green")
         t.append(f" ({c.done}/{c.n} done)", style="dim")
+    else:
+        t.append(f"{c.pct(c.realized):.1f}%", style="bold green")
     for p in run.probes:
         t.append("  │ ", style="dim")
         t.append(f"{p} ", style="dim")
@@ -100,8 +102,8 @@ def counter_text(run: RunInfo | None, c: Counters | None) -> Text:
             t.append("pending", style="dim italic")
             continue
         if attempted < c.n:  # mid-audit: no percentage of n yet, so no gap either
-            t.append(f"{c.reached[p]} reached", style="bold yellow")
-            t.append(f" of {attempted}/{c.n} done so far", style="dim")
+            t.append(f"{c.reached[p]} of {attempted} reached so far", style="bold yellow")
+            t.append(f" ({attempted}/{c.n} done)", style="dim")
             continue
         t.append(f"{c.pct(c.reached[p]):.1f}%", style="bold yellow")
         gap = c.pct(c.reached[p]) - c.pct(c.realized)
