@@ -162,7 +162,7 @@ async def test_layer_strip_keys_and_typed_route(stored):
         assert app.intervention.route_text == "0-1,3,3-7"
         await pilot.press("m")  # silence MLP 3
         assert app.intervention.silenced == {3}
-        assert "silence MLP 3" in str(app.query_one("#layers").render())
+        assert app.query_one("#layers").border_title == "route 0-1,3,3-7 · silence MLP 3"   # on the strip's border
         await pilot.press("0")
         assert app.intervention.is_default
         await pilot.press("e")
