@@ -39,15 +39,11 @@ def find_finished_run(store_path: Path, model: str, task, protocol, limit: int |
     """The latest complete run of (model, task, protocol, limit) in the store, or None."""
     if not store_path.is_file():
         return None
+    from reachtui.engine.audit import finished_run
     from reachtui.store import Store
 
     with Store(store_path, readonly=True) as store:
-        row = store.conn.execute("SELECT id FROM models WHERE name = ?", (model_name_for(model),)).fetchone()
-        task_row = store.conn.execute("SELECT id FROM tasks WHERE sha256 = ?", (task.sha256,)).fetchone()
-        if row is None or task_row is None:
-            return None
-        run = store.find_run(row[0], task_row[0], protocol.hash(), limit, statuses=("complete",))
-        return None if run is None else int(run["id"])
+        return finished_run(store, model_name=model_name_for(model), task=task, protocol=protocol, limit=limit)
 
 
 def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_scan, new_run):
