@@ -96,6 +96,20 @@ class StoreQueries:
         row = self.conn.execute(sql + " ORDER BY id DESC LIMIT 1", params).fetchone()
         return None if row is None else self.get_run(row[0])
 
+    def run_ids(self) -> list[int]:
+        """Every run's id, oldest first."""
+        return [r[0] for r in self.conn.execute("SELECT id FROM runs ORDER BY id")]
+
+    def model_id(self, name: str) -> int | None:
+        """The id of the model called `name`, or None."""
+        row = self.conn.execute("SELECT id FROM models WHERE name = ?", (name,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def task_id(self, sha256: str) -> int | None:
+        """The id of the task whose file has this sha256, or None."""
+        row = self.conn.execute("SELECT id FROM tasks WHERE sha256 = ?", (sha256,)).fetchone()
+        return None if row is None else int(row[0])
+
     # -- questions ---------------------------------------------------------------------------------
 
     def task_question_ids(self, task_id: int) -> dict[str, int]:

@@ -19,11 +19,11 @@ run on half a task.
 from __future__ import annotations
 
 import hashlib
-import json
 import string
 from dataclasses import dataclass
 from pathlib import Path
 
+from reachtui import jsonl
 from reachtui.errors import ReachError
 
 LETTERS = string.ascii_uppercase
@@ -66,21 +66,12 @@ def load_task(spec: str) -> Task:
 
 
 def _load_jsonl(path: Path, *, name: str, shown: str) -> Task:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ReachError(f"{shown}: cannot read: {exc.strerror or exc}") from None
+    data = jsonl.read_bytes(path, shown)
     questions: list[Question] = []
     seen: dict[str, int] = {}
-    for lineno, raw in enumerate(data.splitlines(), start=1):
+    for lineno, record in jsonl.parse(data, shown, gz=False):
         where = f"{shown}:{lineno}"
-        try:
-            line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
-        except UnicodeDecodeError:
-            raise ReachError(f"{where}: not UTF-8 text") from None
-        if not line.strip():
-            continue
-        q = _parse_record(line, where, default_id=str(len(questions)))
+        q = _parse_record(record, where, default_id=str(len(questions)))
         if q.id in seen:
             raise ReachError(f"{where}: duplicate id {q.id!r} (first on line {seen[q.id]})")
         seen[q.id] = lineno
@@ -107,13 +98,7 @@ def _text(value, field: str, where: str) -> str:
     return value
 
 
-def _parse_record(line: str, where: str, default_id: str) -> Question:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ReachError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-    if not isinstance(record, dict):
-        raise ReachError(f"{where}: expected a JSON object, got {type(record).__name__}")
+def _parse_record(record: dict, where: str, default_id: str) -> Question:
     for field in ("question", "answer"):
         if record.get(field) is None:
             raise ReachError(f"{where}: missing '{field}'")

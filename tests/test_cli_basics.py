@@ -41,3 +41,23 @@ def test_heavy_libraries_are_not_imported_by_import_or_help():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ""
+
+
+def test_audit_and_open_list_every_shared_option_with_its_help():
+    from click.testing import CliRunner
+
+    from reachtui.cli import cli
+    from reachtui.probes import registry
+
+    shared = ("--task", "--probes", "--budget", "-k", "--temperature", "--seed", "--limit", "--protocol",
+              "--max-new-tokens", "--new", "--store", "--batch-size", "--threads", "--trust-remote-code",
+              "--allow-download", "--mlp-scan", "--device", "--dtype", "--device-map", "--offload-folder")
+    helps = {}
+    for command in ("audit", "open"):
+        r = CliRunner().invoke(cli, [command, "--help"])
+        assert r.exit_code == 0, r.output
+        helps[command] = text = " ".join(r.output.split())   # the help wraps
+        assert all(f" {flag} " in text or f" {flag}," in text for flag in shared), text
+        assert ", ".join(registry.names()) in text   # --probes, from the registry
+    assert "PROBE|auto|none" in helps["open"] and "[PROBE]" in helps["audit"]
+    assert "half the cores" in helps["open"] and "With --ray: per worker" in helps["audit"]

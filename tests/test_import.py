@@ -301,3 +301,23 @@ async def test_an_imported_run_is_browsable_in_the_app(tmp_path, task_file):
         assert app.table.row_ids == list(GOLD)
         assert app.counters.n == 5 and app.counters.realized == 2
         assert app.counters.failure == {"sample": 2, "routes": 1}
+
+
+def test_a_failure_inside_the_write_leaves_the_store_as_it_was(tmp_path, task_file, monkeypatch):
+    """The model, task, run, attempts and failure sets are one transaction: a failure at its last step
+    (after the sets are frozen) leaves nothing behind."""
+    from reachtui.engine.importing import import_file
+
+    store_path = tmp_path / "s.sqlite"
+    gens = write_jsonl(tmp_path / "gens.jsonl")
+    with Store(store_path):
+        pass
+    before = _digest(store_path)
+
+    def fail(self, *args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(Store, "set_run_status", fail)
+    with pytest.raises(RuntimeError, match="disk full"):
+        import_file(gens, str(task_file), store_path=store_path)
+    assert _digest(store_path) == before

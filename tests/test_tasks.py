@@ -68,8 +68,8 @@ def test_demo_names_the_bundled_task():
 @pytest.mark.parametrize(
     "lines,message",
     [
-        (['{"question": "a", "answer": "1"}', "{not json"], r"t\.jsonl:2: not valid JSON"),
-        (['[1, 2]'], r"t\.jsonl:1: expected a JSON object, got list"),
+        (['{"question": "a", "answer": "1"}', "{not json"], r"t\.jsonl:2: bad JSON"),
+        (['[1, 2]'], r"t\.jsonl:1: expected a JSON object, not list"),
         (['{"question": "a"}'], r"t\.jsonl:1: missing 'answer'"),
         (['{"answer": "1"}'], r"t\.jsonl:1: missing 'question'"),
         (['{"question": "  ", "answer": "1"}'], r"t\.jsonl:1: 'question' is empty"),

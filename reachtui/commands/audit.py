@@ -9,18 +9,18 @@ leaves the run 'cancelled' (run the same command again to continue it); a second
 from __future__ import annotations
 
 import math
-import os
 import signal
-import sys
 import threading
 import time
 
 import click
 
-from reachtui.commands.options import placement_options
+from reachtui.commands.options import (at_least_one, batch_size_option, mlp_scan_flag, model_access_options,
+                                       new_option, pick_mlp_scan, placement_options, protocol_of,
+                                       protocol_options, set_threads, store_option, task_option,
+                                       threads_option)
 from reachtui.engine.progress import DONE, FAILURE_SETS
 from reachtui.errors import ReachError
-from reachtui.probes import registry
 
 def _pct(x) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
@@ -149,42 +149,25 @@ class _Bar:
 
 @click.command("audit")
 @click.argument("model")
-@click.option("--task", "task_spec", required=True, help="`demo` or a JSONL file (GSM8K's `#### N` understood).")
-@click.option("--probes", default=None,
-              help="Comma list of probes: realized (always runs), sample, routes, mcts, mcts-blind. "
-                   "[default: the protocol's, sample,routes]")
-@click.option("--budget", "-k", type=int, default=None, help="K: attempts per question for every probe.")
-@click.option("--temperature", type=float, default=None, help="Temperature of the sample probe.")
-@click.option("--seed", type=int, default=None, help="The protocol's seed.")
-@click.option("--limit", type=int, default=None, help="Audit only the first N questions.")
-@click.option("--mlp-scan", "mlp_scan", is_flag=False, flag_value="", default=None, metavar="[PROBE]",
-              help="After the probes, silence each MLP block in turn on failure:PROBE and on the realized "
-                   "set. [PROBE default: sample if run, else the first probe]")
-@click.option("--store", "store_path", type=click.Path(dir_okay=False), default=None,
-              help="Audit database [default: $REACHTUI_STORE or ./store/reachtui.sqlite].")
-@click.option("--protocol", "protocol_file", type=click.Path(dir_okay=False), default=None,
-              help="A TOML protocol file; the flags above override its fields.")
+@task_option()
+@protocol_options
+@mlp_scan_flag
+@store_option
 @click.option("--run", "run_id", type=int, default=None,
               help="Continue this run (refused if the protocol differs). [default: the latest unfinished "
                    "run of the same model, task, protocol and limit, else a new run]")
-@click.option("--new", "new_run", is_flag=True, help="Start a new run even if an unfinished one matches.")
+@new_option("Start a new run even if an unfinished one matches.")
 @placement_options
-@click.option("--batch-size", type=int, default=None,
-              help="Prompts per generation job. [default: the run's own when resuming, else 64 on a CPU and "
-                   "what the GPU's free memory holds]")
-@click.option("--max-new-tokens", type=int, default=None, help="Generation length limit (protocol).")
-@click.option("--threads", type=int, default=None,
-              help="CPU threads for the model (sets OMP_NUM_THREADS before torch loads). On a machine shared "
-                   "with other jobs, 1 is often much faster than the default (one per core). With --ray: per "
-                   "worker, default 1.")
+@batch_size_option
+@threads_option("On a machine shared with other jobs, 1 is often much faster than the default (one per core). "
+                "With --ray: per worker, default 1.")
 @click.option("--ray", "ray_address", is_flag=False, flag_value="", default=None, metavar="[ADDRESS]",
               help="Generate on Ray workers (one model per GPU, else per --threads CPUs); this process grades "
                    "and stores every attempt. No ADDRESS: start Ray on this machine; auto or HOST:PORT: use "
                    "that running cluster. MODEL must load on every node. Needs reachtui[ray].")
 @click.option("--workers", type=int, default=None,
               help="Ray workers. [default: one per GPU in the cluster, else its CPUs // --threads]")
-@click.option("--trust-remote-code", is_flag=True, help="Allow the model's own code (off by default).")
-@click.option("--allow-download", is_flag=True, help="Fetch the model from the Hugging Face hub if not cached.")
+@model_access_options
 def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, store_path, protocol_file,
           run_id, new_run, device, dtype, device_map, offload_folder, batch_size, max_new_tokens, threads,
           ray_address, workers, trust_remote_code, allow_download):
@@ -193,21 +176,11 @@ def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, 
     from rich.console import Console
 
     from reachtui.engine.audit import check_given_run, run_audit
-    from reachtui.protocol import Protocol, load_protocol_file, protocol_from_options
     from reachtui.store import Store
     from reachtui.tasks import load_task
 
-    if batch_size is not None and batch_size < 1:
-        raise ReachError(f"--batch-size must be at least 1, not {batch_size}")
-    if threads is not None:
-        if threads < 1:
-            raise ReachError(f"--threads must be at least 1, not {threads}")
-        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ[var] = str(threads)
-        if "torch" in sys.modules:        # already loaded in this process (a caller's): tell it directly
-            sys.modules["torch"].set_num_threads(threads)
-    if limit is not None and limit < 1:
-        raise ReachError(f"--limit must be at least 1, not {limit}")
+    at_least_one(batch_size=batch_size, limit=limit)
+    set_threads(threads)
     if run_id is not None and new_run:
         raise ReachError("--run and --new contradict each other")
     if ray_address is not None:
@@ -223,18 +196,9 @@ def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, 
         from reachtui.model.load import check_device_map
 
         check_device_map(device_map, device, offload_folder)
-    base = load_protocol_file(protocol_file) if protocol_file else Protocol()
-    protocol = protocol_from_options(base, probes=probes, budget=budget, temperature=temperature, seed=seed,
-                                     max_new_tokens=max_new_tokens)
-    names = [p.name for p in protocol.probes]
-    if mlp_scan is not None:
-        if mlp_scan == "":
-            if not names:
-                raise ReachError("--mlp-scan needs a probe whose failure set it scans (none in this protocol)")
-            mlp_scan = registry.scan_default(names)
-        elif mlp_scan not in names:
-            raise ReachError(f"--mlp-scan {mlp_scan}: that probe is not in this audit (probes: "
-                             f"{', '.join(names) or 'none'})")
+    protocol = protocol_of(protocol_file, probes=probes, budget=budget, temperature=temperature, seed=seed,
+                           max_new_tokens=max_new_tokens)
+    mlp_scan = pick_mlp_scan(mlp_scan, [p.name for p in protocol.probes], explicit=True)
     task = load_task(task_spec)
     store = Store(store_path)
     if run_id is not None:        # refuse before spending time on the model

@@ -177,7 +177,7 @@ def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as
         if any(r.strip().lower() == "all" for r in runs):
             if len(runs) > 1:
                 raise ReachError("--run all cannot be combined with other --run values")
-            run_ids = [r[0] for r in store.conn.execute("SELECT id FROM runs ORDER BY id")]
+            run_ids = store.run_ids()
             if not run_ids:
                 raise ReachError("the audit store has no runs yet")
         else:

@@ -12,7 +12,7 @@ import math
 
 import click
 
-from reachtui.commands.options import placement_options
+from reachtui.commands.options import model_access_options, placement_options
 from reachtui.errors import ReachError
 
 
@@ -31,8 +31,7 @@ from reachtui.errors import ReachError
 @click.option("--template", is_flag=True, help="Render PROMPT with the protocol's template (and its stop strings).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @placement_options
-@click.option("--trust-remote-code", is_flag=True, help="Allow the model's own code (off by default).")
-@click.option("--allow-download", is_flag=True, help="Fetch the model from the Hugging Face hub if not cached.")
+@model_access_options
 def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_new_tokens, stops, template,
              as_json, device, dtype, device_map, offload_folder, trust_remote_code, allow_download):
     """Generate from PROMPT with MODEL (demo, a directory, or a cached Hugging Face id) and print the text

@@ -13,14 +13,15 @@ app's workers.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import click
 
-from reachtui.commands.options import placement_options
+from reachtui.commands.options import (at_least_one, batch_size_option, mlp_scan_choice, model_access_options,
+                                       new_option, pick_mlp_scan, placement_options, protocol_of,
+                                       protocol_options, set_threads, store_option, task_option,
+                                       threads_option)
 from reachtui.errors import ReachError
-from reachtui.probes import registry
 
 
 def model_name_for(spec: str) -> str:
@@ -38,15 +39,11 @@ def find_finished_run(store_path: Path, model: str, task, protocol, limit: int |
     """The latest complete run of (model, task, protocol, limit) in the store, or None."""
     if not store_path.is_file():
         return None
+    from reachtui.engine.audit import finished_run
     from reachtui.store import Store
 
     with Store(store_path, readonly=True) as store:
-        row = store.conn.execute("SELECT id FROM models WHERE name = ?", (model_name_for(model),)).fetchone()
-        task_row = store.conn.execute("SELECT id FROM tasks WHERE sha256 = ?", (task.sha256,)).fetchone()
-        if row is None or task_row is None:
-            return None
-        run = store.find_run(row[0], task_row[0], protocol.hash(), limit, statuses=("complete",))
-        return None if run is None else int(run["id"])
+        return finished_run(store, model_name=model_name_for(model), task=task, protocol=protocol, limit=limit)
 
 
 def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_scan, new_run):
@@ -73,31 +70,16 @@ def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_s
 
 @click.command("open")
 @click.argument("model", required=False)
-@click.option("--task", "task_spec", default="demo", show_default=True,
-              help="`demo` or a JSONL file (with MODEL).")
-@click.option("--store", "store_path", type=click.Path(dir_okay=False), default=None,
-              help="Audit database [default: $REACHTUI_STORE or ./store/reachtui.sqlite].")
+@task_option(default="demo", note=" Used with MODEL.")
+@store_option
 @click.option("--run", "run_id", type=int, default=None, help="Browse this run of the store.")
-@click.option("--probes", default=None, help="As for audit: realized (always), sample, routes, mcts, mcts-blind.")
-@click.option("--budget", "-k", type=int, default=None, help="K: attempts per question for every probe.")
-@click.option("--temperature", type=float, default=None, help="Temperature of the sample probe.")
-@click.option("--seed", type=int, default=None, help="The protocol's seed.")
-@click.option("--limit", type=int, default=None, help="Audit only the first N questions.")
-@click.option("--mlp-scan", "mlp_scan", default="auto", show_default=True, metavar="PROBE|auto|none",
-              help="MLP scan after the probes, on failure:PROBE (auto: sample if run, else the first probe).")
-@click.option("--protocol", "protocol_file", type=click.Path(dir_okay=False), default=None,
-              help="A TOML protocol file; the flags above override its fields.")
-@click.option("--max-new-tokens", type=int, default=None, help="Generation length limit (protocol).")
-@click.option("--new", "new_run", is_flag=True, help="Start a new audit run even if one matches.")
+@protocol_options
+@mlp_scan_choice
+@new_option("Start a new audit run even if one matches.")
 @placement_options
-@click.option("--batch-size", type=int, default=None,
-              help="Prompts per generation job. [default: the run's own when resuming, else 64 on a CPU and "
-                   "what the GPU's free memory holds]")
-@click.option("--threads", type=int, default=None,
-              help="CPU threads for the model (sets OMP_NUM_THREADS before torch loads). [default: "
-                   "$OMP_NUM_THREADS, else half the cores: on a busy machine fewer threads are much faster]")
-@click.option("--trust-remote-code", is_flag=True, help="Allow the model's own code (off by default).")
-@click.option("--allow-download", is_flag=True, help="Fetch the model from the Hugging Face hub if not cached.")
+@batch_size_option
+@threads_option("[default: $OMP_NUM_THREADS, else half the cores: on a busy machine fewer threads are much faster]")
+@model_access_options
 @click.option("--keymap", "keymap_file", type=click.Path(dir_okay=False), default=None,
               help='A TOML file of binding id = "key" (ids in the help screen), e.g. "filter.failure" = "F".')
 def open_(model, task_spec, store_path, run_id, probes, budget, temperature, seed, limit, mlp_scan, protocol_file,
@@ -114,13 +96,7 @@ def open_(model, task_spec, store_path, run_id, probes, budget, temperature, see
         # An interactive app shares the machine with its own UI thread (and, here, with other jobs): half
         # the cores. Measured on a busy 2-core machine: a live run took 2.3 s on 2 threads, 0.06 s on 1.
         threads = max(1, (os.cpu_count() or 2) // 2)
-    if threads is not None:   # torch loads later, in a worker: the environment is read then
-        if threads < 1:
-            raise ReachError(f"--threads must be at least 1, not {threads}")
-        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ[var] = str(threads)
-        if "torch" in sys.modules:
-            sys.modules["torch"].set_num_threads(threads)
+    set_threads(threads)   # torch loads later, in a worker: the environment is read then
     path = Path(store_path) if store_path else default_store_path()
     if device_map is not None or offload_folder is not None:   # one line now, not a notification in the app
         from reachtui.model.load import check_device_map
@@ -144,23 +120,12 @@ def open_(model, task_spec, store_path, run_id, probes, budget, temperature, see
         future = preload(path, run_id)   # the rows load while textual imports
         return _run_app(path, run_id, launch_kw, preloaded=future, keymap=keymap)
 
-    from reachtui.protocol import Protocol, load_protocol_file, protocol_from_options
     from reachtui.tasks import load_task
 
-    if batch_size is not None and batch_size < 1:
-        raise ReachError(f"--batch-size must be at least 1, not {batch_size}")
-    if limit is not None and limit < 1:
-        raise ReachError(f"--limit must be at least 1, not {limit}")
-    base = load_protocol_file(protocol_file) if protocol_file else Protocol()
-    protocol = protocol_from_options(base, probes=probes, budget=budget, temperature=temperature, seed=seed,
-                                     max_new_tokens=max_new_tokens)
-    names = [p.name for p in protocol.probes]
-    if mlp_scan in ("none", ""):
-        mlp_scan = None
-    elif mlp_scan == "auto":
-        mlp_scan = registry.scan_default(names)
-    elif mlp_scan not in names:
-        raise ReachError(f"--mlp-scan {mlp_scan}: that probe is not in this audit (probes: {', '.join(names) or 'none'})")
+    at_least_one(batch_size=batch_size, limit=limit)
+    protocol = protocol_of(protocol_file, probes=probes, budget=budget, temperature=temperature, seed=seed,
+                           max_new_tokens=max_new_tokens)
+    mlp_scan = pick_mlp_scan(mlp_scan, [p.name for p in protocol.probes], explicit=False)
     task = load_task(task_spec)
     from reachtui.model.load import resolve_model
 

@@ -1,21 +1,194 @@
-"""Click options that several commands share, written once."""
+"""Click options that several commands share, each declared once, and the checks of their values.
+
+`placement_options` (where the model runs) serves audit, open and generate; `protocol_options`, the
+`--mlp-scan` forms and the single options below serve audit and open. The checks (`at_least_one`,
+`set_threads`, `protocol_of`, `pick_mlp_scan`) turn option values into what the engine takes, or one
+`ReachError` line. Help that names probes is written from the probe registry when help is shown, so
+`reachtui --help` imports nothing beyond click.
+"""
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Callable, Sequence
+
 import click
 
+from reachtui.errors import ReachError
 
-def placement_options(command):
-    """Where the model runs: --device, --dtype, --device-map, --offload-folder (audit, open, generate)."""
-    for option in reversed((
-        click.option("--device", default="auto", show_default=True, help="auto|cpu|cuda[:N]"),
-        click.option("--dtype", default="auto", show_default=True, help="auto|float32|bfloat16|float16"),
-        click.option("--device-map", "device_map", default=None, metavar="MAP",
-                     help="Let accelerate place the model (auto|balanced|sequential, or a JSON file of module -> "
-                          "device): split over GPUs, offload what does not fit. Needs reachtui[gpu]. Not with "
-                          "--device."),
-        click.option("--offload-folder", "offload_folder", type=click.Path(file_okay=False), default=None,
-                     help="Where a device map offloads weights to disk."),
-    )):
-        command = option(command)
-    return command
+
+def _stack(*options):
+    """One decorator applying `options` in the order given (the order --help lists them in)."""
+
+    def apply(command):
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return apply
+
+
+class _LateHelp(click.Option):
+    """An option whose help text is made when help is shown (`late_help()`), not at import."""
+
+    def __init__(self, *args, late_help: Callable[[], str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.late_help = late_help
+
+    def get_help_record(self, ctx):
+        if self.help is None:
+            self.help = self.late_help()
+        return super().get_help_record(ctx)
+
+
+def _late(*decls, late_help: Callable[[], str], **kwargs):
+    return click.option(*decls, cls=_LateHelp, late_help=late_help, **kwargs)
+
+
+# -- where the model runs (audit, open, generate) ----------------------------------------------------
+
+#: --device, --dtype, --device-map, --offload-folder.
+placement_options = _stack(
+    click.option("--device", default="auto", show_default=True, help="auto|cpu|cuda[:N]"),
+    click.option("--dtype", default="auto", show_default=True, help="auto|float32|bfloat16|float16"),
+    click.option("--device-map", "device_map", default=None, metavar="MAP",
+                 help="Let accelerate place the model (auto|balanced|sequential, or a JSON file of module -> "
+                      "device): split over GPUs, offload what does not fit. Needs reachtui[gpu]. Not with "
+                      "--device."),
+    click.option("--offload-folder", "offload_folder", type=click.Path(file_okay=False), default=None,
+                 help="Where a device map offloads weights to disk."),
+)
+
+#: --trust-remote-code, --allow-download.
+model_access_options = _stack(
+    click.option("--trust-remote-code", is_flag=True, help="Allow the model's own code (off by default)."),
+    click.option("--allow-download", is_flag=True, help="Fetch the model from the Hugging Face hub if not cached."),
+)
+
+
+# -- the audit's protocol and run (audit, open) ------------------------------------------------------
+
+
+def _probes_help() -> str:
+    from reachtui.probes import registry
+    from reachtui.protocol import Protocol
+
+    return (f"Comma list of probes: {registry.REALIZED.name} (always runs), {', '.join(registry.names())}. "
+            f"[default: the protocol's, {','.join(p.name for p in Protocol().probes)}]")
+
+
+#: --probes, --budget/-k, --temperature, --seed, --max-new-tokens, --protocol, --limit.
+protocol_options = _stack(
+    _late("--probes", default=None, late_help=_probes_help),
+    click.option("--budget", "-k", type=int, default=None, help="K: attempts per question for every probe."),
+    click.option("--temperature", type=float, default=None, help="Temperature of the sample probe."),
+    click.option("--seed", type=int, default=None, help="The protocol's seed."),
+    click.option("--max-new-tokens", type=int, default=None, help="Generation length limit (protocol)."),
+    click.option("--protocol", "protocol_file", type=click.Path(dir_okay=False), default=None,
+                 help="A TOML protocol file; the flags above override its fields."),
+    click.option("--limit", type=int, default=None, help="Audit only the first N questions."),
+)
+
+
+def task_option(*, default: str | None = None, note: str = ""):
+    """--task: required unless a `default` is given; `note` is appended to the help."""
+    return click.option("--task", "task_spec", required=default is None, default=default,
+                        show_default=default is not None,
+                        help="`demo` or a JSONL file (GSM8K's `#### N` understood)." + note)
+
+
+store_option = click.option("--store", "store_path", type=click.Path(dir_okay=False), default=None,
+                            help="Audit database [default: $REACHTUI_STORE or ./store/reachtui.sqlite].")
+
+batch_size_option = click.option(
+    "--batch-size", type=int, default=None,
+    help="Prompts per generation job. [default: the run's own when resuming, else 64 on a CPU and what the "
+         "GPU's free memory holds]")
+
+
+def new_option(help: str):
+    """--new: the commands differ in which matching runs it passes over."""
+    return click.option("--new", "new_run", is_flag=True, help=help)
+
+
+def threads_option(more: str):
+    """--threads, with the command's own default (and anything else) said in `more`."""
+    return click.option("--threads", type=int, default=None,
+                        help="CPU threads for the model (sets OMP_NUM_THREADS before torch loads). " + more)
+
+
+def _default_scan() -> str:
+    from reachtui.probes import registry
+
+    return f"{registry.SAMPLE.name} if run, else the first probe"
+
+
+#: audit's --mlp-scan [PROBE]: no scan unless given; bare, the default probe.
+mlp_scan_flag = _late(
+    "--mlp-scan", "mlp_scan", is_flag=False, flag_value="", default=None, metavar="[PROBE]",
+    late_help=lambda: ("After the probes, silence each MLP block in turn on failure:PROBE and on the realized "
+                       f"set. [PROBE default: {_default_scan()}]"))
+
+
+def _app_scan(ctx, param, value: str) -> str | None:
+    return None if value in ("none", "") else "" if value == "auto" else value
+
+
+#: open's --mlp-scan PROBE|auto|none (default auto), read as pick_mlp_scan's None / "" / PROBE.
+mlp_scan_choice = _late(
+    "--mlp-scan", "mlp_scan", default="auto", show_default=True, metavar="PROBE|auto|none", callback=_app_scan,
+    late_help=lambda: f"MLP scan after the probes, on failure:PROBE (auto: {_default_scan()}).")
+
+
+# -- checks -----------------------------------------------------------------------------------------
+
+
+def at_least_one(**counts: int | None) -> None:
+    """One line for a count option under 1 (`batch_size=0` is reported as --batch-size)."""
+    for name, value in counts.items():
+        if value is not None and value < 1:
+            raise ReachError(f"--{name.replace('_', '-')} must be at least 1, not {value}")
+
+
+def set_threads(threads: int | None) -> None:
+    """--threads: the CPU threads torch uses, through OMP_NUM_THREADS/MKL_NUM_THREADS (read when torch
+    loads, here or in a worker), and directly when torch is already loaded in this process."""
+    if threads is None:
+        return
+    at_least_one(threads=threads)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    if "torch" in sys.modules:        # already loaded in this process (a caller's): tell it directly
+        sys.modules["torch"].set_num_threads(threads)
+
+
+def protocol_of(protocol_file: str | None, *, probes: str | None, budget: int | None, temperature: float | None,
+                seed: int | None, max_new_tokens: int | None):
+    """The protocol of `protocol_options`: the file's (or the default one) with the flags applied."""
+    from reachtui.protocol import Protocol, load_protocol_file, protocol_from_options
+
+    base = load_protocol_file(protocol_file) if protocol_file else Protocol()
+    return protocol_from_options(base, probes=probes, budget=budget, temperature=temperature, seed=seed,
+                                 max_new_tokens=max_new_tokens)
+
+
+def pick_mlp_scan(choice: str | None, probes: Sequence[str], *, explicit: bool) -> str | None:
+    """The probe whose failure set the MLP scan runs on, or None for no scan. `choice`: None (no scan),
+    "" (the default: sample if the protocol runs it, else its first probe) or a probe name, which must be
+    one of `probes`. With no probe to scan, "" is refused when the scan was asked for (`explicit`), else
+    (a default) means no scan."""
+    from reachtui.probes import registry
+
+    if choice is None:
+        return None
+    if choice == "":
+        if not probes:
+            if explicit:
+                raise ReachError("--mlp-scan needs a probe whose failure set it scans (none in this protocol)")
+            return None
+        return registry.scan_default(probes)
+    if choice not in probes:
+        raise ReachError(f"--mlp-scan {choice}: that probe is not in this audit (probes: "
+                         f"{', '.join(probes) or 'none'})")
+    return choice

@@ -104,6 +104,15 @@ def open_run(store, *, model_name: str, model_path: str | None, model_class: str
     return rid, False
 
 
+def finished_run(store, *, model_name: str, task, protocol, limit: int | None = None) -> int | None:
+    """The latest complete run of (model, task, protocol, limit) in the store, or None."""
+    model_id, task_id = store.model_id(model_name), store.task_id(task.sha256)
+    if model_id is None or task_id is None:
+        return None
+    run = store.find_run(model_id, task_id, protocol.hash(), limit, statuses=("complete",))
+    return None if run is None else int(run["id"])
+
+
 class Audit:
     """Runs (or continues) one audit run. Construct, then `run()`. `mlp_scan`: the probe whose failure set
     the MLP scan repairs (None: no scan)."""
