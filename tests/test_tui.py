@@ -70,6 +70,17 @@ async def until(pilot, condition, timeout: float = 10.0) -> None:
         await pilot.pause(0.02)
 
 
+def screen_lines(app: ReachApp) -> list[str]:
+    """The screen as text lines (from an SVG screenshot: each <text> at its x, grouped by y)."""
+    import html
+
+    svg = app.export_screenshot()
+    rows: dict[float, list[tuple[float, str]]] = {}
+    for m in re.finditer(r'<text class="[^"]*" x="([\d.]+)" y="([\d.]+)"[^>]*>(.*?)</text>', svg):
+        rows.setdefault(float(m.group(2)), []).append((float(m.group(1)), html.unescape(m.group(3))))
+    return ["".join(t for _x, t in sorted(v)).replace("\xa0", " ").rstrip() for _y, v in sorted(rows.items())]
+
+
 def shown(app: ReachApp) -> list[str]:
     return app.table.row_ids
 
@@ -521,3 +532,40 @@ async def test_first_hit_reads_the_same_in_the_table_the_detail_and_the_export(s
         await until(pilot, lambda: qid in str(app.main.query_one("#detail-title").render()))
         titles = [c.title for c in app.main.query("#detail-hits Collapsible") if c.display]
         assert titles[0].startswith(f"sample #{k} ")
+
+
+async def test_help_shows_binding_ids_and_a_clashing_keymap_is_refused(stored, tmp_path):
+    from reachtui.commands.open import read_keymap
+    from reachtui.errors import ReachError
+
+    path, _ = stored
+    app = ReachApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        text = "\n".join(screen_lines(app))
+        for bid in ("app.quit", "table.down", "filter.failure", "filter.unreachable"):   # the first screenful
+            assert bid in text
+    km = tmp_path / "clash.toml"
+    km.write_text('"filter.all" = "f"\n')
+    with pytest.raises(ReachError, match="'f' would run both filter.all and filter.failure"):
+        read_keymap(str(km))
+    km.write_text('"filter.all" = "f"\n"filter.failure" = "F"\n')   # moved out of the way: fine
+    assert read_keymap(str(km)) == {"filter.all": "f", "filter.failure": "F"}
+    km.write_text('"filter.all" = "?"\n')                             # "?" is the help key
+    with pytest.raises(ReachError, match="app.help"):
+        read_keymap(str(km))
+
+
+async def test_the_selected_question_stays_in_view_after_a_filter_change(tmp_path):
+    path = tmp_path / "long.sqlite"
+    build_store(path, n=200, k=6, seed=3)
+    app = ReachApp(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.press("f", *["j"] * 40)
+        qid = app.table.current_qid
+        await pilot.press("a")
+        await pilot.pause(0.1)
+        t = app.table
+        assert t.current_qid == qid
+        top = round(t.scroll_y)
+        assert top <= t.cursor < top + t.scrollable_content_region.height

@@ -4,13 +4,10 @@ screen itself (the text of a screenshot)."""
 
 from __future__ import annotations
 
-import html
-import re
-
 import pytest
 
 from reachtui.tui.app import ReachApp
-from test_tui import FakeRunner, settle, store_ids  # noqa: F401  (the synthetic store and fake model)
+from test_tui import FakeRunner, screen_lines, settle, store_ids
 from tui_store import build_store
 
 
@@ -18,15 +15,6 @@ from tui_store import build_store
 def stored(tmp_path_factory):
     path = tmp_path_factory.mktemp("sizes") / "audit.sqlite"
     return path, build_store(path, n=60, k=6, seed=3)
-
-
-def screen_lines(app: ReachApp) -> list[str]:
-    """The screen as text lines (from an SVG screenshot: each <text> at its x, grouped by y)."""
-    svg = app.export_screenshot()
-    rows: dict[float, list[tuple[float, str]]] = {}
-    for m in re.finditer(r'<text class="[^"]*" x="([\d.]+)" y="([\d.]+)"[^>]*>(.*?)</text>', svg):
-        rows.setdefault(float(m.group(2)), []).append((float(m.group(1)), html.unescape(m.group(3))))
-    return ["".join(t for _x, t in sorted(v)).replace("\xa0", " ").rstrip() for _y, v in sorted(rows.items())]
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 60)])

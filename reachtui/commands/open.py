@@ -160,12 +160,14 @@ def read_keymap(path: str) -> dict[str, str]:
                 raise ReachError(f"--keymap {path}: {name} must be a key name like \"F\" or \"ctrl+f\"")
 
     walk("", raw)
-    from reachtui.tui.actions import binding_ids
+    from reachtui.tui.actions import binding_ids, keymap_clash
 
     known = binding_ids()
     unknown = sorted(set(flat) - set(known))
     if unknown:
         raise ReachError(f"--keymap {path}: unknown binding id {unknown[0]!r} (known: {', '.join(known)})")
+    if clash := keymap_clash(flat):
+        raise ReachError(f"--keymap {path}: {clash}")
     return flat
 
 

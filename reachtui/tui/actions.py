@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from textual.app import App
 from textual.binding import Binding
 
 
@@ -91,6 +92,21 @@ def binding_ids() -> list[str]:
 def keys_of(action: Action, keymap: Mapping[str, str] | None = None) -> list[str]:
     """The keys an action has now: the keymap's, else its defaults."""
     return [k.strip() for k in ((keymap or {}).get(action.id) or action.keys).split(",") if k.strip()]
+
+
+def keymap_clash(keymap: Mapping[str, str]) -> str | None:
+    """One line naming two actions a keymap gives the same key (every binding can be active at once: the
+    table's, the main screen's and the App's), else None. Keys compare as Textual reads them ("?" is
+    question_mark)."""
+    keymap = App._normalize_keymap(dict(keymap))   # what App.set_keymap applies
+    owner: dict[str, str] = {}
+    for a in ACTIONS:
+        for key in keys_of(a, keymap):
+            if key in owner and owner[key] != a.id:
+                return (f"key {key!r} would run both {owner[key]} and {a.id}; map one of them to another key "
+                        f"too")
+            owner[key] = a.id
+    return None
 
 
 def help_rows(keymap: Mapping[str, str] | None = None,

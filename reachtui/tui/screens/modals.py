@@ -54,15 +54,16 @@ class HelpScreen(ModalScreen[None]):
             yield Static(Text("reachtui — keys", style="bold"), id="help-title")
             sections: dict[str, list] = {}
             for key, desc, bid in self.rows:
-                sections.setdefault(_section(bid), []).append((key, desc))
+                sections.setdefault(_section(bid), []).append((key, desc, bid))
             for title in [s[0] for s in SECTIONS] + ["Other"]:
                 if title not in sections:
                     continue
                 table = Table(show_header=False, box=None, padding=(0, 2, 0, 0), expand=True)
                 table.add_column(style="bold cyan", no_wrap=True, width=16)
                 table.add_column()
-                for key, desc in sections[title]:
-                    table.add_row(key, desc)
+                table.add_column(style="dim", no_wrap=True, justify="right")
+                for key, desc, bid in sections[title]:
+                    table.add_row(key, desc, bid)
                 yield Static(Text(title, style="bold underline"), classes="help-section")
                 yield Static(table)
             legend = Table(show_header=False, box=None, padding=(0, 2, 0, 0), expand=True)
@@ -73,8 +74,9 @@ class HelpScreen(ModalScreen[None]):
             yield Static(Text("The question table", style="bold underline"), classes="help-section")
             yield Static(legend)
             yield Static(Text("ctrl+p opens the command palette: every action by name "
-                              "(filter: …, layer: …, run: …, export: …, view: …). Escape closes this.",
-                              style="dim"), classes="help-section")
+                              "(filter: …, layer: …, run: …, export: …, view: …). Remap a key by its id (the "
+                              'right column): reachtui open --keymap keys.toml, with lines like "filter.failure" '
+                              '= "F". Escape closes this.', style="dim"), classes="help-section")
 
 
 class RouteScreen(ModalScreen[Intervention | None]):
