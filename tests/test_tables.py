@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 from tables_fixtures import add_run, make_task, random_data
 
-from reachtui import table_formats as F
+from reachtui.tables import formats as F
 from reachtui import tables as T
 from reachtui.cli import cli
 from reachtui.errors import ReachError

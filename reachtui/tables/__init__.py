@@ -34,7 +34,7 @@ from typing import Any, Iterable, Sequence
 from reachtui import stats
 from reachtui.seeds import derive_seed
 from reachtui.errors import ReachError
-from reachtui.table_formats import (Column, Table, _is_missing, human_header, human_value,
+from reachtui.tables.formats import (Column, Table, _is_missing, human_header, human_value,
                                     select)
 from reachtui import curves
 from reachtui.outcomes import FAILURE_CANDIDATES_SQL, PER_PROBE_CTE, REALIZED_CTE
