@@ -163,7 +163,7 @@ def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as
       reachtui export summary --columns probe,reachable,control,excess,excess_lo,excess_hi --format md
     """
     from reachtui import tables as T
-    from reachtui.tables.formats import select
+    from reachtui.tables.table import select
 
     name = table_name.strip().lower()
     if name not in T.TABLES:
