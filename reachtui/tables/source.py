@@ -16,7 +16,7 @@ from typing import Any
 
 from reachtui.control import RunControl, run_control
 from reachtui.errors import ReachError
-from reachtui.outcomes import PER_PROBE_CTE
+from reachtui.outcomes import PER_PROBE_CTE, REALIZED_IDS_SQL
 from reachtui.probes import registry
 from reachtui.probes.registry import reach_where, realized_where
 from reachtui.tables.table import Column
@@ -192,16 +192,16 @@ BLIND = f"""
 
 
 def pivot(probes: Sequence[str], params: dict[str, Any]) -> str:
-    """SQL: one row per question of the run with, per probe i, hit{i} (some attempt correct; NULL when the
-    probe has no attempt) and first{i} (its first hit, 1-based k). One pass over the attempts index."""
+    """SQL over `PER_PROBE_CTE` (pq): one row per question of the run with, per probe i, hit{i} (some
+    attempt correct; NULL when the probe has no attempt) and first{i} (its first hit, 1-based k)."""
     cols = []
     for i, p in enumerate(probes):
         params[f"p{i}"] = p
-        cols.append(f"max(CASE WHEN probe = :p{i} THEN coalesce(correct, 0) END) AS hit{i}, "
-                    f"min(CASE WHEN probe = :p{i} AND correct = 1 THEN attempt END) + 1 AS first{i}")
+        cols.append(f"max(CASE WHEN probe = :p{i} THEN hit END) AS hit{i}, "
+                    f"max(CASE WHEN probe = :p{i} THEN first_hit END) AS first{i}")
     marks = ", ".join(f":p{i}" for i in range(len(probes))) or "NULL"
-    return (f"SELECT question_id{''.join(', ' + c for c in cols)} FROM attempts "
-            f"WHERE run_id = :run AND probe IN ({marks}) GROUP BY question_id")
+    return (f"SELECT question_id{''.join(', ' + c for c in cols)} FROM pq "
+            f"WHERE probe IN ({marks}) GROUP BY question_id")
 
 
 def pivot_rows(con: sqlite3.Connection, run_id: int, probes: Sequence[str], head: str,
@@ -212,7 +212,7 @@ def pivot_rows(con: sqlite3.Connection, run_id: int, probes: Sequence[str], head
     piv = pivot(probes, params)
     per_probe = "".join(", " + tail.format(i=i) for i in range(len(probes))) if tail else ""
     sql = (
-        f"WITH {RUN_QUESTIONS}, piv AS MATERIALIZED ({piv}) SELECT {head}{per_probe}"
+        f"WITH {RUN_QUESTIONS}, {PER_PROBE_CTE}, piv AS MATERIALIZED ({piv}) SELECT {head}{per_probe}"
         " FROM rq JOIN questions q ON q.id = rq.question_id"
         f" LEFT JOIN attempts real ON real.run_id = :run AND {realized_where('real')}"
         " AND real.question_id = q.id"
@@ -226,8 +226,7 @@ def per_question_outcomes(con: sqlite3.Connection, run_id: int) -> tuple[
     """(realized-correct question ids, {probe: {question: (n, c, first_hit)}}, {probe: question ids whose
     majority-vote pick is correct}, {probe: ... highest-log-prob pick correct}) for the reach probes."""
     params = {"run": run_id}
-    realized_ok = {q for (q,) in con.execute(
-        f"SELECT question_id FROM attempts WHERE run_id = :run AND {realized_where()} AND correct = 1", params)}
+    realized_ok = {q for (q,) in con.execute(REALIZED_IDS_SQL, params)}
     per: dict[str, PerQuestion] = {}
     for probe, q, n, c, first in con.execute(
             f"WITH {PER_PROBE_CTE} SELECT probe, question_id, n, c, first_hit FROM pq", params):
