@@ -267,10 +267,11 @@ def bootstrap_means(vectors: Mapping[tuple, int] | Iterable[tuple], stats: Seque
     return [percentile_interval(r, level) for r in reps]
 
 
-def paired_bootstrap_delta(pairs: Iterable[tuple[float, float]], *, B: int = DEFAULT_BOOTSTRAP, seed: int = 0,
-                           level: float = LEVEL) -> tuple[float, float]:
+def paired_bootstrap_delta(pairs: Mapping[tuple, int] | Iterable[tuple[float, float]], *, B: int = DEFAULT_BOOTSTRAP,
+                           seed: int = 0, level: float = LEVEL) -> tuple[float, float]:
     """The paired bootstrap interval for mean(b) - mean(a) over (a, b) pairs (one pair per question,
-    both runs' outcomes on it): questions are resampled, each keeping its pair."""
+    both runs' outcomes on it, or a {pair: questions} mapping): questions are resampled, each keeping
+    its pair."""
     return bootstrap_means(pairs, [lambda m: m[1] - m[0]], B=B, seed=seed, level=level)[0]
 
 

@@ -123,6 +123,16 @@ def _marginal(vectors: Counter, dims: tuple[int, ...]) -> Counter:
     return out
 
 
+def _shares(counts: dict[str, int], n: int) -> tuple[float, float]:
+    """The share of n questions in run A (kept + lost) and in run B (kept + gained)."""
+    return frac(counts["kept"] + counts["lost"], n), frac(counts["kept"] + counts["gained"], n)
+
+
+def _delta_interval(pairs: Counter, bootstrap: int, seed: int, part: str) -> tuple[float, float]:
+    """The 95% paired-bootstrap interval of B - A over {(in A, in B): questions}, seeded from (seed, part)."""
+    return stats.paired_bootstrap_delta(pairs, B=bootstrap, seed=derive_seed("compare", seed, part))
+
+
 def _status_by_qid(con: sqlite3.Connection, run_id: int, probes: list[str]) -> dict[str, list]:
     """{qid: [idx, realized, hit(probe 0), hit(probe 1), ...]} for the run's questions (None unknown)."""
     return {r[0]: list(r[1:]) for r in pivot_rows(con, run_id, probes, "q.qid, q.idx, real.correct", "piv.hit{i}")}
@@ -190,20 +200,14 @@ def compare_runs(source: Any, run_a: int, run_b: int, *, allow_unmatched: bool =
             real_cell[transition(bool(ra), bool(rb))] += 1
             vectors[(bool(ra), bool(rb), bool(ha), bool(hb))] += 1
         # realized Δ with one seed for every probe row: the same questions give the same interval
-        real_lo, real_hi = stats.bootstrap_means(
-            _marginal(vectors, (0, 1)),
-            [lambda m: m[1] - m[0]], B=bootstrap, seed=derive_seed("compare", seed, registry.REALIZED.name))[0]
-        reach_lo, reach_hi = stats.bootstrap_means(
-            _marginal(vectors, (2, 3)), [lambda m: m[1] - m[0]], B=bootstrap,
-            seed=derive_seed("compare", seed, p))[0]
+        real_lo, real_hi = _delta_interval(_marginal(vectors, (0, 1)), bootstrap, seed, registry.REALIZED.name)
+        reach_lo, reach_hi = _delta_interval(_marginal(vectors, (2, 3)), bootstrap, seed, p)
         cells[("reachable", p)] = cell
         n = sum(len(v) for v in cell.values())
         if n < len(common):
             notes.append(f"{p}: {len(common) - n} common question(s) lack attempts in a run: left out")
-        real_a = frac(real_cell["kept"] + real_cell["lost"], n)
-        real_b = frac(real_cell["kept"] + real_cell["gained"], n)
-        reach_a = frac(len(cell["kept"]) + len(cell["lost"]), n)
-        reach_b = frac(len(cell["kept"]) + len(cell["gained"]), n)
+        real_a, real_b = _shares(real_cell, n)
+        reach_a, reach_b = _shares({c: len(v) for c, v in cell.items()}, n)
         rows.append((
             p, n, real_a, real_b, diff(real_b, real_a), real_lo, real_hi,
             reach_a, reach_b, diff(reach_b, reach_a), reach_lo, reach_hi,
@@ -216,12 +220,10 @@ def compare_runs(source: Any, run_a: int, run_b: int, *, allow_unmatched: bool =
     if not probes:
         rc = cells[("realized", None)]
         n = sum(len(v) for v in rc.values())
-        real_a = frac(len(rc["kept"]) + len(rc["lost"]), n)
-        real_b = frac(len(rc["kept"]) + len(rc["gained"]), n)
+        real_a, real_b = _shares({c: len(v) for c, v in rc.items()}, n)
         vectors = Counter({(True, True): len(rc["kept"]), (True, False): len(rc["lost"]),
                            (False, True): len(rc["gained"]), (False, False): len(rc["never"])})
-        real_lo, real_hi = stats.bootstrap_means(+vectors, [lambda m: m[1] - m[0]], B=bootstrap,
-                                                 seed=derive_seed("compare", seed, registry.REALIZED.name))[0]
+        real_lo, real_hi = _delta_interval(+vectors, bootstrap, seed, registry.REALIZED.name)
         rows.append((None, n, real_a, real_b, diff(real_b, real_a), real_lo, real_hi,
                      math.nan, math.nan, math.nan, math.nan, math.nan,
                      len(rc["gained"]), len(rc["lost"]), len(rc["kept"]), len(rc["never"]),
