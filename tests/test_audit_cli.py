@@ -198,11 +198,15 @@ def test_closing_note_puts_chance_control_beside_reachable(fake_store):
 
 def test_closing_table_is_a_view_of_the_summary(fake_store):
     """The audit's closing table: summary rows under the summary table's own columns (retained as a
-    percentage, as in every export), realized first; the lines under it start with its notes."""
+    percentage, as in every export), realized first; the lines under it start with its notes; as the
+    audit prints it (compact) it is whole at 80 columns."""
+    import io
     import math
 
+    from rich.console import Console
+
     from reachtui.tables import summary_table
-    from reachtui.tables.formats import human_value, to_text
+    from reachtui.tables.formats import human_value, to_rich, to_text
     from reachtui.tables.summary import closing
 
     tmp, run_id = fake_store
@@ -222,13 +226,6 @@ def test_closing_table_is_a_view_of_the_summary(fake_store):
     text = to_text(table, width=200)
     assert "retained (vote) (%)" in text and "kept" not in text
     assert human_value(rows["sample"]["realized"], "frac") in text
-    # as the audit prints it: compact, whole at 80 columns
-    import io
-
-    from rich.console import Console
-
-    from reachtui.tables.formats import to_rich
-
     console = Console(width=80, record=True, file=io.StringIO(), color_system=None)
     console.print(to_rich(table, compact=True))
     narrow = console.export_text()
