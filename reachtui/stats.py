@@ -26,6 +26,9 @@ cannot be computed (no questions, or too few bootstrap replicates where the stat
   export repeats exactly.
 - `paired_bootstrap_delta(pairs, B, seed)`: the same for the mean difference b - a of paired outcomes
   (question-level: run A's and run B's result on the same question), beside McNemar's test.
+- `mcnemar_exact(gained, lost)`: the two-sided exact McNemar test of paired transitions.
+- `frac`, `diff`, `ratio`: a share, a difference and a ratio that are NaN where a part is missing
+  (`is_missing`: None or NaN) instead of raising.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ import math
 import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from fractions import Fraction
+from typing import Any
 
 LEVEL = 0.95
 Z95 = 1.959963984540054  # the 97.5% quantile of the standard normal
@@ -41,6 +46,52 @@ DEFAULT_BOOTSTRAP = 1000  # replicates
 MIN_DEFINED = 0.5  # share of replicates where a statistic must be defined for its interval to be given
 
 NAN_PAIR = (math.nan, math.nan)
+
+
+# ------------------------------------------------------------------------------------------------
+# Missing values, shares, differences, ratios
+# ------------------------------------------------------------------------------------------------
+
+
+def is_missing(v: Any) -> bool:
+    """None or NaN: a number that is not known (written "–" for people, empty or null in data)."""
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def frac(num: Any, den: Any) -> float:
+    """num / den as a share; NaN when num is None or den is 0 or None."""
+    if num is None or not den:
+        return math.nan
+    return num / den
+
+
+def diff(a: float, b: float) -> float:
+    """a - b, NaN when either is missing."""
+    if is_missing(a) or is_missing(b):
+        return math.nan
+    return a - b
+
+
+def ratio(num: float | None, den: float | None) -> float:
+    """num / den, NaN when either is missing or den is 0."""
+    if is_missing(num) or is_missing(den) or den == 0:
+        return math.nan
+    return num / den
+
+
+def mcnemar_exact(gained: int, lost: int) -> float:
+    """Two-sided exact McNemar test: binomial test of the discordant pairs against p = 1/2.
+
+    p = min(1, 2 * sum_{i <= min(b, c)} C(b + c, i) / 2^(b + c)); 1.0 when there are no discordant pairs.
+    """
+    if gained < 0 or lost < 0:
+        raise ValueError("counts must be non-negative")
+    n = gained + lost
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(gained, lost) + 1))
+    p = Fraction(2 * tail, 2**n)
+    return float(min(Fraction(1), p))
 
 
 def _z(level: float) -> float:
@@ -216,10 +267,11 @@ def bootstrap_means(vectors: Mapping[tuple, int] | Iterable[tuple], stats: Seque
     return [percentile_interval(r, level) for r in reps]
 
 
-def paired_bootstrap_delta(pairs: Iterable[tuple[float, float]], *, B: int = DEFAULT_BOOTSTRAP, seed: int = 0,
-                           level: float = LEVEL) -> tuple[float, float]:
+def paired_bootstrap_delta(pairs: Mapping[tuple, int] | Iterable[tuple[float, float]], *, B: int = DEFAULT_BOOTSTRAP,
+                           seed: int = 0, level: float = LEVEL) -> tuple[float, float]:
     """The paired bootstrap interval for mean(b) - mean(a) over (a, b) pairs (one pair per question,
-    both runs' outcomes on it): questions are resampled, each keeping its pair."""
+    both runs' outcomes on it, or a {pair: questions} mapping): questions are resampled, each keeping
+    its pair."""
     return bootstrap_means(pairs, [lambda m: m[1] - m[0]], B=B, seed=seed, level=level)[0]
 
 

@@ -184,14 +184,50 @@ def test_sigkill_at_random_moments_then_rerun_equals_uninterrupted(tmp_path):
 
 
 def test_closing_note_puts_chance_control_beside_reachable(fake_store):
-    from reachtui.commands.audit import honesty_text
-    from reachtui.tables import summary_rows
+    from reachtui.tables.summary import closing_lines, summary_rows
 
     tmp, run_id = fake_store
     with Store(tmp / "s.sqlite") as store:
-        lines = honesty_text(store, run_id)
+        lines = closing_lines(store, run_id)
         row = next(r for r in summary_rows(store, run_id, intervals=True) if r["probe"] == "sample")
     sample = next(line for line in lines if line.startswith("sample K=2:"))
     assert f"reachable {100 * row['reachable']:.1f} [" in sample
     assert f"control {100 * row['control']:.1f} [" in sample
     assert "excess" in sample and ("beats chance" in sample or "not above chance" in sample)
+
+
+def test_closing_table_is_a_view_of_the_summary(fake_store):
+    """The audit's closing table: summary rows under the summary table's own columns (retained as a
+    percentage, as in every export), realized first; the lines under it start with its notes; as the
+    audit prints it (compact) it is whole at 80 columns."""
+    import io
+    import math
+
+    from rich.console import Console
+
+    from reachtui.tables import summary_table
+    from reachtui.tables.formats import human_value, to_rich, to_text
+    from reachtui.tables.summary import closing
+
+    tmp, run_id = fake_store
+    with Store(tmp / "s.sqlite") as store:
+        table, lines = closing(store, run_id)
+        summary = {r["probe"]: r for r in summary_table(store, [run_id]).dicts()}
+    assert table.column_names == ["probe", "budget", "realized", "reachable", "gap", "blind_vote", "blind_logprob",
+                                  "retained", "retained_logprob", "failure_set_size"]  # no chance: not a choice task
+    assert table.column("retained").kind == "frac" and table.column("retained").label == "retained (vote)"
+    rows = {r["probe"]: r for r in table.dicts()}
+    assert list(rows) == ["realized", "sample"]
+    for name in table.column_names:
+        mine, theirs = rows["sample"][name], summary["sample"][name]
+        assert mine == theirs or (isinstance(mine, float) and math.isnan(mine) and math.isnan(theirs)), name
+    assert math.isnan(rows["realized"]["reachable"]) and rows["realized"]["failure_set_size"] is None
+    assert lines[:len(table.notes)] == table.notes and any(line.startswith("sample pass@k: k=1 ") for line in lines)
+    text = to_text(table, width=200)
+    assert "retained (vote) (%)" in text and "kept" not in text
+    assert human_value(rows["sample"]["realized"], "frac") in text
+    console = Console(width=80, record=True, file=io.StringIO(), color_system=None)
+    console.print(to_rich(table, compact=True))
+    narrow = console.export_text()
+    assert "…" not in narrow and "retained" in narrow and "(vote)" in narrow
+    assert all(len(line) <= 80 for line in narrow.splitlines())

@@ -1,4 +1,4 @@
-"""tables.py and `reachtui export`: every table in every format equals what plain SQL over the attempts says.
+"""reachtui.tables and `reachtui export`: every table in every format equals what plain SQL over the attempts says.
 
 Stores are synthetic (the store API and random attempts, no model). Expected numbers are computed here
 independently: plain SQL per question, the probes' own pass@k and answer-blind selectors in Python.
@@ -19,7 +19,9 @@ import pytest
 from click.testing import CliRunner
 from tables_fixtures import add_run, make_task, random_data
 
-from reachtui import table_formats as F
+from reachtui.tables import formats as F
+from reachtui.tables import table as TV
+from reachtui import stats
 from reachtui import tables as T
 from reachtui.cli import cli
 from reachtui.errors import ReachError
@@ -206,8 +208,8 @@ def close(got, want, fmt, kind):
 
 
 def header_key(fmt, col):
-    return T.human_header(col).replace("%", "\\%").replace("_", "\\_") if fmt == "latex" else (
-        T.human_header(col) if fmt == "md" else col.name)
+    return F.human_header(col).replace("%", "\\%").replace("_", "\\_") if fmt == "latex" else (
+        F.human_header(col) if fmt == "md" else col.name)
 
 
 ALL_FORMATS = ("csv", "tsv", "json", "ndjson", "md", "latex")
@@ -424,8 +426,8 @@ def test_export_does_not_import_heavy_libraries(store_path, tmp_path):
 
 
 def test_formatters_escape_and_mark():
-    t = F.Table("x", "A & B_1 50%", [F.Column("name"), F.Column("share", "frac"), F.Column("d", "frac", signed=True),
-                                    F.Column("p", "pvalue"), F.Column("ok", "bool")],
+    t = TV.Table("x", "A & B_1 50%", [TV.Column("name"), TV.Column("share", "frac"), TV.Column("d", "frac", signed=True),
+                                    TV.Column("p", "pvalue"), TV.Column("ok", "bool")],
                 [("a|b_c & $#{}~^\\", 0.125, -0.0333, 0.00001, True), ("z", math.nan, 0.0, 1.0, None)],
                 notes=["a note"], warnings=["protocols differ"])
     md = F.render(t, "md")
@@ -442,15 +444,15 @@ def test_formatters_escape_and_mark():
 
 def test_mcnemar_against_hand_computed_values():
     # p = min(1, 2 * sum_{i<=min(b,c)} C(b+c, i) / 2^(b+c))
-    assert T.mcnemar_exact(0, 0) == 1.0
-    assert T.mcnemar_exact(1, 5) == pytest.approx(14 / 64)  # 2*(1+6)/64 = 0.21875
-    assert T.mcnemar_exact(5, 1) == pytest.approx(14 / 64)
-    assert T.mcnemar_exact(0, 3) == pytest.approx(0.25)  # 2*1/8
-    assert T.mcnemar_exact(0, 10) == pytest.approx(2 / 1024)
-    assert T.mcnemar_exact(2, 2) == 1.0  # 2*11/16 > 1
-    assert T.mcnemar_exact(3, 12) == pytest.approx(2 * (1 + 15 + 105 + 455) / 2**15)  # 0.03515625
-    assert T.mcnemar_exact(14, 5) == pytest.approx(2 * sum(math.comb(19, i) for i in range(6)) / 2**19)
-    assert T.mcnemar_exact(0, 1000) == pytest.approx(2.0**-999)  # exact for large counts, no overflow
+    assert stats.mcnemar_exact(0, 0) == 1.0
+    assert stats.mcnemar_exact(1, 5) == pytest.approx(14 / 64)  # 2*(1+6)/64 = 0.21875
+    assert stats.mcnemar_exact(5, 1) == pytest.approx(14 / 64)
+    assert stats.mcnemar_exact(0, 3) == pytest.approx(0.25)  # 2*1/8
+    assert stats.mcnemar_exact(0, 10) == pytest.approx(2 / 1024)
+    assert stats.mcnemar_exact(2, 2) == 1.0  # 2*11/16 > 1
+    assert stats.mcnemar_exact(3, 12) == pytest.approx(2 * (1 + 15 + 105 + 455) / 2**15)  # 0.03515625
+    assert stats.mcnemar_exact(14, 5) == pytest.approx(2 * sum(math.comb(19, i) for i in range(6)) / 2**19)
+    assert stats.mcnemar_exact(0, 1000) == pytest.approx(2.0**-999)  # exact for large counts, no overflow
 
 
 def test_blind_sql_agrees_with_the_selectors_on_ties(tmp_path):
@@ -487,16 +489,16 @@ def test_blind_sql_agrees_with_the_selectors_on_ties(tmp_path):
 
 
 def test_select_rejects_unknown_columns():
-    t = F.Table("x", "x", [F.Column("a", "int")], [(1,), (2,)])
-    assert F.select(t, where="a > 1").rows == [(2,)]
+    t = TV.Table("x", "x", [TV.Column("a", "int")], [(1,), (2,)])
+    assert TV.select(t, where="a > 1").rows == [(2,)]
     with pytest.raises(ReachError, match="unknown column"):
-        F.select(t, columns=["b"])
+        TV.select(t, columns=["b"])
     with pytest.raises(ReachError, match="bad --where"):
-        F.select(t, where="a >")
+        TV.select(t, where="a >")
 
 
 def test_summary_round_trip_values_match_store_queries(store_path):
-    """tables.py and the store's own probe_summary agree on reachable and failure counts."""
+    """reachtui.tables and the store's own probe_summary agree on reachable and failure counts."""
     with Store(store_path, readonly=True) as store:
         mine = {r["probe"]: r for r in T.summary_table(store, [1]).dicts()}
         theirs = {r["probe"]: r for r in reference.probe_summary(store, 1)}

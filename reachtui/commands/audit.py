@@ -8,7 +8,6 @@ leaves the run 'cancelled' (run the same command again to continue it); a second
 
 from __future__ import annotations
 
-import math
 import signal
 import threading
 import time
@@ -21,82 +20,6 @@ from reachtui.commands.options import (at_least_one, batch_size_option, mlp_scan
                                        threads_option)
 from reachtui.engine.progress import DONE, FAILURE_SETS
 from reachtui.errors import ReachError
-
-def _pct(x) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
-    return f"{100 * x:.1f}"
-
-
-def _ratio(x) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
-    return f"{x:.2f}"
-
-
-def honesty_text(store, run_id: int) -> list[str]:
-    """Per probe: reachable, chance control and excess with 95% intervals (issue 8), under the table."""
-    from reachtui.tables import SUMMARY_NOTE, summary_lines, summary_rows
-
-    lines = summary_lines(summary_rows(store, run_id, intervals=True))
-    return ["", "reachable beside chance (95% intervals):", *lines, SUMMARY_NOTE] if lines else []
-
-
-def summary_table(store, run_id: int):
-    """A rich Table of `reachtui.tables.summary_rows` (the closing table of `audit`)."""
-    from rich.table import Table
-
-    from reachtui.tables import summary_rows
-
-    rows = summary_rows(store, run_id)
-    has_chance = any(r["chance"] is not None for r in rows)
-    t = Table(title=f"run {run_id}: realized vs reachable, % of {rows[0]['n']} questions", title_justify="left",
-              caption="blind: answer-blind pick among the K attempts (vote = majority answer, lp = highest mean "
-                      "log-prob); kept = (blind - realized) / (reachable - realized); |F| = failure set "
-                      "(reachable, not realized)" + ("; chance = 1-(1-1/m)^K" if has_chance else ""),
-              caption_justify="left")
-    cols = ["probe", "K", "real-\nized", "reach-\nable", "gap", "blind\nvote", "blind\nlp", "kept\nvote",
-            "kept\nlp", "|F|"]
-    if has_chance:
-        cols.append("chance")
-    for c in cols:
-        t.add_column(c, justify="left" if c == "probe" else "right", no_wrap=True)
-    for r in rows:
-        gap = "" if r["probe"] == "realized" else f"{100 * r['gap']:+.1f}"
-        cells = [r["probe"], str(r["budget"]), _pct(r["realized"]), _pct(r["reachable"]), gap,
-                 _pct(r["blind_vote"]), _pct(r["blind_logprob"]), _ratio(r["retained_vote"]),
-                 _ratio(r["retained_logprob"]), "" if r["probe"] == "realized" else str(r["failure"])]
-        if has_chance:
-            cells.append(_pct(r["chance"]))
-        t.add_row(*cells)
-    return t, rows
-
-
-def curves_text(rows) -> list[str]:
-    out = []
-    for r in rows:
-        curve = r.get("pass_at_k") or r.get("reachable_at_k")
-        if not curve:
-            continue
-        name = "pass@k" if r.get("pass_at_k") else "reachable@k"
-        K = len(curve)
-        ks = sorted({1, 2, 4, 8, 16, 32, 64, K} & set(range(1, K + 1)))
-        out.append(f"{r['probe']} {name}: " + "  ".join(f"k={k} {_pct(curve[k - 1])}" for k in ks))
-    return out
-
-
-def mlp_text(store, run_id: int) -> list[str]:
-    from reachtui.tables import mlp_best
-
-    out = []
-    for b in mlp_best(store, run_id):
-        if not b["failure_n"]:
-            out.append(f"MLP scan on {b['set']}: the failure set is empty (|R| = {b['realized_n']})")
-            continue
-        out.append(f"MLP scan on {b['set']} (|F| = {b['failure_n']}, |R| = {b['realized_n']}): best block "
-                   f"= layer {b['layer']}: repairs {b['repaired']}/{b['failure_n']} ({_pct(b['repair_rate'])}%), "
-                   f"breaks {b['broken']}/{b['realized_n']} ({_pct(b['break_rate'])}%)")
-    return out
 
 
 def _ray_runner(model, address, protocol, **kw):
@@ -260,9 +183,12 @@ def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, 
     for line in getattr(runner, "losses", ()):
         err.print(f"[yellow]{line}[/]")
 
-    table, rows = summary_table(store, result.run_id)
-    out.print(table)
-    for line in curves_text(rows) + mlp_text(store, result.run_id) + honesty_text(store, result.run_id):
+    from reachtui.tables.formats import to_rich
+    from reachtui.tables.summary import closing
+
+    table, lines = closing(store, result.run_id)
+    out.print(to_rich(table, compact=True))
+    for line in lines:
         out.print(line)
     events = store.run_events(result.run_id)
     sizes = [e["detail"] for e in events if e["kind"] == "batch_size"]

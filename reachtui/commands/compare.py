@@ -38,7 +38,7 @@ def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec, b
       reachtui compare 1 2 --list reachable:lost
       reachtui compare 1 2 --format latex -o compare.tex
     """
-    from reachtui import table_formats as F
+    from reachtui.tables import formats as F
     from reachtui import tables as T
 
     explicit = fmt is not None

@@ -30,7 +30,7 @@ def open_store(path: str | None):
 def pick_format(fmt: str | None, output: str | None, shorthands: dict[str, bool]) -> str:
     """--format, or one of --csv/--tsv/--nl/--json/-t, or the -o file's suffix; else a terminal table
     when stdout is a terminal and csv when it is not."""
-    from reachtui.table_formats import FORMATS
+    from reachtui.tables.formats import FORMATS
 
     chosen = [name for name, on in shorthands.items() if on]
     if fmt is not None:
@@ -72,7 +72,7 @@ def write_atomic(path: str, text: str) -> None:
 def emit(tables, fmt: str, output: str | None, *, headers: bool = True) -> None:
     """Print (or write to `output`) one or more tables; notes and warnings go to stderr for data formats
     (they are inside the text for md/latex/table). On a terminal, `table` is drawn by rich directly."""
-    from reachtui.table_formats import DATA_FORMATS, render_many, to_rich
+    from reachtui.tables.formats import DATA_FORMATS, render_many, to_rich
 
     tables = list(tables)
     for t in tables:
@@ -163,7 +163,7 @@ def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as
       reachtui export summary --columns probe,reachable,control,excess,excess_lo,excess_hi --format md
     """
     from reachtui import tables as T
-    from reachtui.table_formats import select
+    from reachtui.tables.table import select
 
     name = table_name.strip().lower()
     if name not in T.TABLES:

@@ -41,7 +41,7 @@ def import_(file, task_spec, fmt, model, store_path, answer_format, filter_name,
     for n in result.notes:
         click.echo(f"note: {n}", err=True)
     from reachtui import tables as T
-    from reachtui.table_formats import select
+    from reachtui.tables.table import select
     from reachtui.commands.export import emit, open_store
 
     with open_store(store_path) as store:

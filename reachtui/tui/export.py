@@ -13,7 +13,7 @@ def export_table(store, run_id: int, table: str, fmt: str, folder: Path, *, show
     failure."""
     from reachtui import tables
     from reachtui.commands.export import write_atomic
-    from reachtui.table_formats import render
+    from reachtui.tables.formats import render
 
     built = tables.build_table(store, table, [run_id])
     if shown is not None:

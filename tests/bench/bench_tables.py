@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tables_fixtures import make_task  # noqa: E402
 
-from reachtui import table_formats as F
+from reachtui.tables import formats as F
 from reachtui import tables as T  # noqa: E402
 from reachtui.store import Store  # noqa: E402
 

@@ -1,6 +1,5 @@
-"""The `Table` value (a name, a title, typed columns, rows, notes that travel with it), row selection
-over a built table, and every way of writing one out: csv, tsv, json, ndjson, GitHub markdown, a LaTeX
-booktabs tabular, a rich Table for the terminal. The builders are in `reachtui/tables.py`.
+"""Every way of writing a `Table` (`reachtui.tables.table`) out: csv, tsv, json, ndjson, GitHub markdown,
+a LaTeX booktabs tabular, a rich Table for the terminal, and the cells and lines people read.
 
 Column kinds decide how a value is written:
     text, int         as is
@@ -11,9 +10,9 @@ Column kinds decide how a value is written:
     bool              true/false in json, 1/0 in csv/tsv, "yes"/"no" for people
 None and NaN are empty in csv/tsv, null in json, "–" for people.
 
-`select` applies --where/--columns/--order/--limit to a built table in a private in-memory SQLite;
-`render`/`render_many` give text in a format; `fold_intervals` turns `X`, `X_lo`, `X_hi` into one
-"X CI" column for people. Pure Python plus sqlite3 (rich only inside `to_rich`/`to_text`).
+`render`/`render_many` give text in a format; `fold_intervals` turns each interval `X_lo`, `X_hi` into
+one column for people ("X CI": "[75.1, 85.0]", or "X": "80.3 [75.1, 85.0]" with the value); `percent`
+writes a share with its interval inside a line. Pure Python (rich only inside `to_rich`/`to_text`).
 """
 
 from __future__ import annotations
@@ -21,154 +20,17 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import re
-import sqlite3
-from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Sequence
+from dataclasses import replace
+from typing import Any, Iterable
 
 from reachtui.errors import ReachError
+from reachtui.stats import is_missing
+from reachtui.tables.table import Column, Table
 
-KINDS = ("text", "int", "frac", "float", "pvalue", "bool")
 DATA_FORMATS = ("csv", "tsv", "json", "ndjson")
 HUMAN_FORMATS = ("md", "latex", "table")
 FORMATS = DATA_FORMATS + HUMAN_FORMATS
-
-
-# --------------------------------------------------------------------------------------------------
-# The table value
-# --------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Column:
-    name: str
-    kind: str = "text"
-    label: str | None = None  # header for people (md/latex/table); defaults to the name
-    signed: bool = False  # a difference: people see "+1.5" (data formats are unchanged)
-
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"unknown column kind {self.kind!r}")
-
-    @property
-    def header(self) -> str:
-        return self.label or self.name
-
-
-@dataclass
-class Table:
-    name: str  # "summary", "questions", ... (what `reachtui export` calls it)
-    title: str  # one line for people
-    columns: list[Column]
-    rows: list[tuple]  # each aligned with `columns`
-    notes: list[str] = field(default_factory=list)  # said beside the table (stderr for data formats)
-    warnings: list[str] = field(default_factory=list)  # said loudly, and marked in every format
-
-    @property
-    def column_names(self) -> list[str]:
-        return [c.name for c in self.columns]
-
-    def column(self, name: str) -> Column:
-        for c in self.columns:
-            if c.name == name:
-                return c
-        raise KeyError(name)
-
-    def dicts(self) -> list[dict[str, Any]]:
-        names = self.column_names
-        return [dict(zip(names, row)) for row in self.rows]
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-
-def _is_missing(v: Any) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v))
-
-
-
-# --------------------------------------------------------------------------------------------------
-# Row filtering: --where / --columns / --order / --limit, applied in SQL over the built table
-# --------------------------------------------------------------------------------------------------
-
-
-def _sql_value(v: Any) -> Any:
-    if _is_missing(v):
-        return None
-    if isinstance(v, bool):
-        return int(v)
-    return v
-
-
-def _from_sql(v: Any, kind: str) -> Any:
-    if v is None:
-        return None
-    if kind == "bool":
-        return bool(v)
-    if kind in ("frac", "float", "pvalue"):
-        return float(v)
-    return v
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def select(
-    table: Table,
-    *,
-    columns: Sequence[str] | None = None,
-    where: str | None = None,
-    params: dict[str, Any] | Sequence[Any] | None = None,
-    order: str | None = None,
-    limit: int | None = None,
-) -> Table:
-    """A new Table with only the rows matching `where` (SQL over the table's columns), only `columns`.
-
-    The SQL runs against a private in-memory copy of the table's rows, never against the store, and
-    only one statement is accepted. Unknown columns or bad SQL raise ReachError.
-    """
-    names = table.column_names
-    if columns:
-        unknown = [c for c in columns if c not in names]
-        if unknown:
-            raise ReachError(
-                f"unknown column {unknown[0]!r} in table {table.name}; columns: {', '.join(names)}"
-            )
-        cols = [table.column(c) for c in columns]
-    else:
-        cols = list(table.columns)
-    if not where and not order and limit is None:
-        if cols == list(table.columns):
-            return replace(table, rows=list(table.rows))
-        idx = [names.index(c.name) for c in cols]
-        return replace(table, columns=cols, rows=[tuple(r[i] for i in idx) for r in table.rows])
-    con = sqlite3.connect(":memory:")
-    try:
-        con.execute(
-            "CREATE TABLE t (" + ", ".join(_quote(n) for n in names) + ", __rowid INTEGER)"
-        )
-        con.executemany(
-            "INSERT INTO t VALUES (" + ", ".join("?" * (len(names) + 1)) + ")",
-            [tuple(_sql_value(v) for v in row) + (i,) for i, row in enumerate(table.rows)],
-        )
-        sql = "SELECT " + ", ".join(_quote(c.name) for c in cols) + " FROM t"
-        if where:
-            sql += f" WHERE ({where})"
-        sql += f" ORDER BY {order}, __rowid" if order else " ORDER BY __rowid"
-        if limit is not None:
-            sql += f" LIMIT {int(limit)}"
-        try:
-            fetched = con.execute(sql, params or ()).fetchall()
-        except (sqlite3.Error, sqlite3.Warning) as exc:
-            what = "--where" if where else "--order"
-            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise ReachError(f"bad {what} for table {table.name}: {msg}") from None
-    finally:
-        con.close()
-    rows = [tuple(_from_sql(v, c.kind) for v, c in zip(r, cols)) for r in fetched]
-    return replace(table, columns=cols, rows=rows)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -178,7 +40,7 @@ def select(
 
 def _data_value(v: Any, kind: str) -> Any:
     """A value for json/ndjson (None for missing)."""
-    if _is_missing(v):
+    if is_missing(v):
         return None
     if kind == "bool":
         return bool(v)
@@ -188,7 +50,7 @@ def _data_value(v: Any, kind: str) -> Any:
 
 
 def _csv_value(v: Any, kind: str) -> Any:
-    if _is_missing(v):
+    if is_missing(v):
         return ""
     if kind == "bool" or isinstance(v, bool):
         return 1 if v else 0
@@ -197,7 +59,7 @@ def _csv_value(v: Any, kind: str) -> Any:
 
 def human_value(v: Any, kind: str, signed: bool = False) -> str:
     """A value as people read it (md, latex before escaping, terminal)."""
-    if _is_missing(v):
+    if is_missing(v):
         return "–"
     if kind == "frac":
         pct = round(100.0 * float(v), 1)
@@ -248,23 +110,54 @@ def to_ndjson(table: Table) -> str:
     )
 
 
-def fold_intervals(table: Table) -> Table:
-    """The table for people: every pair of columns `X_lo`, `X_hi` becomes one text column `X_ci`
-    ("X CI", in X's units: "[75.1, 85.0]" for fractions), where `X_lo` stood. Data formats keep the two
-    columns (csv/json readers want numbers)."""
+def percent(v: Any, lo: Any = None, hi: Any = None, *, signed: bool = False, digits: int = 1) -> str:
+    """A share as a percentage for a line of text, its interval after it when both ends are known:
+    "80.5 [76.3, 84.1]"; "–" when missing."""
+    if is_missing(v):
+        return "–"
+    sign = "+" if signed else ""
+    text = f"{100 * v:{sign}.{digits}f}"
+    if not (is_missing(lo) or is_missing(hi)):
+        text += f" [{100 * lo:{sign}.{digits}f}, {100 * hi:{sign}.{digits}f}]"
+    return text
+
+
+def _interval_cell(v: Any, lo: Any, hi: Any, kind: str, signed: bool, with_value: bool) -> str | None:
+    interval = None if is_missing(lo) or is_missing(hi) else \
+        f"[{human_value(lo, kind, signed)}, {human_value(hi, kind, signed)}]"
+    if not with_value:
+        return interval
+    if is_missing(v):
+        return None
+    text = human_value(v, kind, signed)
+    return text if interval is None else f"{text} {interval}"
+
+
+def fold_intervals(table: Table, *, with_value: bool = False) -> Table:
+    """The table for people, each pair of columns `X_lo`, `X_hi` folded into one text column (data
+    formats keep the two: csv/json readers want numbers), in X's units:
+
+    - with_value=False: a column `X_ci` ("X CI": "[75.1, 85.0]") where `X_lo` stood, X left as it is;
+    - with_value=True: X itself becomes "80.3 [75.1, 85.0]" (only pairs whose X is in the table)."""
     names = table.column_names
-    if not any(n.endswith("_lo") and n[:-3] + "_hi" in names for n in names):
+    bases = {n[:-3] for n in names if n.endswith("_lo") and n[:-3] + "_hi" in names}
+    if with_value:
+        bases &= set(names)
+    if not bases:
         return table
     cols: list[Column] = []
-    plan: list[tuple] = []
+    plan: list[tuple] = []  # (column index,) kept as it is, or (value index, lo, hi, kind, signed)
     for i, c in enumerate(table.columns):
         base = c.name[:-3]
-        if c.name.endswith("_lo") and base + "_hi" in names:
+        if with_value and c.name in bases:
+            cols.append(Column(c.name, "text", label=human_header(c)))
+            plan.append((i, names.index(c.name + "_lo"), names.index(c.name + "_hi"), c.kind, c.signed))
+        elif base in bases and c.name.endswith(("_lo", "_hi")):
+            if with_value or c.name.endswith("_hi"):
+                continue
             head = table.column(base).header if base in names else (c.label or c.name)[:-3].rstrip()
             cols.append(Column(base + "_ci", "text", label=f"{head} CI"))
-            plan.append((i, names.index(base + "_hi"), c.kind, c.signed))
-        elif c.name.endswith("_hi") and base + "_lo" in names:
-            continue
+            plan.append((None, i, names.index(base + "_hi"), c.kind, c.signed))
         else:
             cols.append(c)
             plan.append((i,))
@@ -272,13 +165,10 @@ def fold_intervals(table: Table) -> Table:
     def cell(row: tuple, step: tuple) -> Any:
         if len(step) == 1:
             return row[step[0]]
-        lo, hi = row[step[0]], row[step[1]]
-        if _is_missing(lo) or _is_missing(hi):
-            return None
-        return f"[{human_value(lo, step[2], step[3])}, {human_value(hi, step[2], step[3])}]"
+        v, lo, hi, kind, signed = step
+        return _interval_cell(None if v is None else row[v], row[lo], row[hi], kind, signed, with_value)
 
-    rows = [tuple(cell(r, st) for st in plan) for r in table.rows]
-    return replace(table, columns=cols, rows=rows)
+    return replace(table, columns=cols, rows=[tuple(cell(r, st) for st in plan) for r in table.rows])
 
 
 def _md_escape(s: str) -> str:
@@ -361,18 +251,26 @@ def to_latex(table: Table, *, headers: bool = True) -> str:
     return "\n".join(out) + "\n"
 
 
-def to_rich(table: Table):
+def to_rich(table: Table, *, compact: bool = False):
     """A rich Table for the terminal (percentages for fractions; warnings in the title, in red). Notes
-    are not part of it: print `table.notes` after it (as `to_text` and `reachtui export` do)."""
+    are not part of it: print `table.notes` after it (as `to_text` and `reachtui export` do).
+
+    `compact`: for a short table that should fit 80 columns (the audit's closing table): no borders,
+    one space between columns, each word of a header on its own line, cells never wrapped."""
+    from rich import box
     from rich.table import Table as RichTable
 
     table = fold_intervals(table)
     title = table.title
     if table.warnings:
         title = "[bold red]" + " ".join(f"WARNING: {w}" for w in table.warnings) + "[/]\n" + title
-    rt = RichTable(title=title)
+    if compact:
+        rt = RichTable(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 0), show_edge=False)
+    else:
+        rt = RichTable(title=title)
     for c in table.columns:
-        rt.add_column(human_header(c), justify="right" if _numeric(c) else "left")
+        header = "\n".join(human_header(c).split()) if compact else human_header(c)
+        rt.add_column(header, justify="right" if _numeric(c) else "left", no_wrap=compact)
     for row in table.rows:
         rt.add_row(*[human_value(v, c.kind, c.signed) for v, c in zip(row, table.columns)])
     return rt

@@ -1,0 +1,91 @@
+"""Question by question: the `questions` table (per question its gold, default answer, realized, and per
+probe reachable, first hit, hits, distinct answers and the chance control) and the raw `attempts` table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from reachtui.probes import registry
+from reachtui.tables.source import (RUN_QUESTIONS, column_suffix, connection, controls, pivot_rows,
+                                    run_probes, runs_label)
+from reachtui.tables.table import Column, Table
+
+ATTEMPT_COLUMNS = [
+    Column("run", "int"), Column("question_id", label="question"), Column("probe"),
+    Column("attempt", "int"), Column("route"), Column("silenced"), Column("temperature", "float"),
+    Column("seed", "int"), Column("text"), Column("answer"), Column("rule"), Column("correct", "bool"),
+    Column("mean_logprob", "float"), Column("new_tokens", "int"), Column("layers_executed", "int"),
+    Column("compute", "int"),
+]
+
+
+def _question_columns(probes: Sequence[str]) -> list[Column]:
+    columns = [
+        Column("run", "int"), Column("question_id", label="question"), Column("gold"),
+        Column("answer", label="default answer"), Column("realized", "bool"),
+    ]
+    for p in probes:
+        s = column_suffix(p)
+        columns += [Column(f"reachable_{s}", "bool", label=f"reachable {p}"),
+                    Column(f"first_hit_{s}", "int", label=f"first hit {p}")]
+    columns.append(Column("partner", label="control partner"))
+    for p in probes:
+        s = column_suffix(p)
+        columns += [Column(f"hits_{s}", "int", label=f"hits {p}"),
+                    Column(f"answers_{s}", "int", label=f"answers {p}"),
+                    Column(f"control_{s}", "bool", label=f"control {p}")]
+    return columns
+
+
+def questions_table(source: Any, run_ids: Sequence[int]) -> Table:
+    """One row per (run, question), in task order: gold, the realized (default) extracted answer,
+    realized, and for each probe: reachable and the first hit (1-based k; empty: never). Then the
+    chance control's partner (the question whose gold this one's attempts are also scored against) and,
+    per probe, hits (correct attempts), answers (distinct extracted answers) and control (some attempt
+    hits the partner's gold); empty where the probe has no attempt of the question."""
+    con = connection(source)
+    probes: list[str] = []
+    for run_id in run_ids:
+        probes += [p for p in run_probes(con, run_id) if p not in probes]
+    probes.sort(key=registry.sort_key)
+    rows: list[tuple] = []
+    for run_id, _info, rc in controls(con, run_ids):
+        qid_of = dict(con.execute(
+            f"WITH {RUN_QUESTIONS} SELECT q.id, q.qid FROM rq JOIN questions q ON q.id = rq.question_id",
+            {"run": run_id}).fetchall())
+        scatters = [rc.probe(p) for p in probes]
+        for r in pivot_rows(con, run_id, probes, ":run, q.qid, q.gold, real.answer, real.correct, q.id",
+                            "piv.hit{i}, piv.first{i}"):
+            q = r[5]
+            out = list(r[:4]) + [None if r[4] is None else bool(r[4])]
+            for i in range(len(probes)):
+                hit, first = r[6 + 2 * i], r[7 + 2 * i]
+                out += [None if hit is None else bool(hit), first]
+            out.append(qid_of.get(rc.partner.get(q)))
+            for sc in scatters:
+                cell = sc.get(q)
+                out += [None, None, None] if cell is None else \
+                    [cell.hits, cell.distinct, cell.control_hits > 0 if rc.partner.get(q) is not None else None]
+            rows.append(tuple(out))
+    title = "Questions: realized, reachable and first hit per probe, chance control" + runs_label(run_ids)
+    return Table("questions", title, _question_columns(probes), rows)
+
+
+def attempts_table(source: Any, run_ids: Sequence[int]) -> Table:
+    """The raw attempts, by question (task order), probe, attempt."""
+    con = connection(source)
+    rows: list[tuple] = []
+    for run_id in run_ids:
+        cur = con.execute(
+            """SELECT a.run_id, q.qid, a.probe, a.attempt, a.route, a.silenced, a.temperature, a.seed,
+                      a.text, a.answer, a.rule, a.correct, a.mean_logprob, a.new_tokens,
+                      a.layers_executed, a.compute
+               FROM attempts a JOIN questions q ON q.id = a.question_id
+               WHERE a.run_id = ? ORDER BY q.idx, a.probe, a.attempt""",
+            (run_id,),
+        )
+        rows += [r[:11] + (None if r[11] is None else bool(r[11]),) + r[12:] for r in cur]
+    title = "Attempts" + runs_label(run_ids)
+    return Table("attempts", title, list(ATTEMPT_COLUMNS), rows)

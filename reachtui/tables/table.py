@@ -1,0 +1,147 @@
+"""The `Table` value every builder returns and every format writes: a name, a title, typed columns, rows,
+and the notes and warnings that travel with it; and `select`, which applies --where/--columns/--order/
+--limit to a built table in a private in-memory SQLite (never against the store).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field, replace
+from typing import Any, Sequence
+
+from reachtui.errors import ReachError
+from reachtui.stats import is_missing
+
+#: How a column's values are written (see `reachtui.tables.formats`).
+KINDS = ("text", "int", "frac", "float", "pvalue", "bool")
+
+
+# --------------------------------------------------------------------------------------------------
+# The table value
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    kind: str = "text"
+    label: str | None = None  # header for people (md/latex/table); defaults to the name
+    signed: bool = False  # a difference: people see "+1.5" (data formats are unchanged)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown column kind {self.kind!r}")
+
+    @property
+    def header(self) -> str:
+        return self.label or self.name
+
+
+@dataclass
+class Table:
+    name: str  # "summary", "questions", ... (what `reachtui export` calls it)
+    title: str  # one line for people
+    columns: list[Column]
+    rows: list[tuple]  # each aligned with `columns`
+    notes: list[str] = field(default_factory=list)  # said beside the table (stderr for data formats)
+    warnings: list[str] = field(default_factory=list)  # said loudly, and marked in every format
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def dicts(self) -> list[dict[str, Any]]:
+        names = self.column_names
+        return [dict(zip(names, row)) for row in self.rows]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+# --------------------------------------------------------------------------------------------------
+# Row filtering: --where / --columns / --order / --limit, applied in SQL over the built table
+# --------------------------------------------------------------------------------------------------
+
+
+def _sql_value(v: Any) -> Any:
+    if is_missing(v):
+        return None
+    if isinstance(v, bool):
+        return int(v)
+    return v
+
+
+def _from_sql(v: Any, kind: str) -> Any:
+    if v is None:
+        return None
+    if kind == "bool":
+        return bool(v)
+    if kind in ("frac", "float", "pvalue"):
+        return float(v)
+    return v
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def select(
+    table: Table,
+    *,
+    columns: Sequence[str] | None = None,
+    where: str | None = None,
+    params: dict[str, Any] | Sequence[Any] | None = None,
+    order: str | None = None,
+    limit: int | None = None,
+) -> Table:
+    """A new Table with only the rows matching `where` (SQL over the table's columns), only `columns`.
+
+    The SQL runs against a private in-memory copy of the table's rows, never against the store, and
+    only one statement is accepted. Unknown columns or bad SQL raise ReachError.
+    """
+    names = table.column_names
+    if columns:
+        unknown = [c for c in columns if c not in names]
+        if unknown:
+            raise ReachError(
+                f"unknown column {unknown[0]!r} in table {table.name}; columns: {', '.join(names)}"
+            )
+        cols = [table.column(c) for c in columns]
+    else:
+        cols = list(table.columns)
+    if not where and not order and limit is None:
+        if cols == list(table.columns):
+            return replace(table, rows=list(table.rows))
+        idx = [names.index(c.name) for c in cols]
+        return replace(table, columns=cols, rows=[tuple(r[i] for i in idx) for r in table.rows])
+    con = sqlite3.connect(":memory:")
+    try:
+        con.execute(
+            "CREATE TABLE t (" + ", ".join(_quote(n) for n in names) + ", __rowid INTEGER)"
+        )
+        con.executemany(
+            "INSERT INTO t VALUES (" + ", ".join("?" * (len(names) + 1)) + ")",
+            [tuple(_sql_value(v) for v in row) + (i,) for i, row in enumerate(table.rows)],
+        )
+        sql = "SELECT " + ", ".join(_quote(c.name) for c in cols) + " FROM t"
+        if where:
+            sql += f" WHERE ({where})"
+        sql += f" ORDER BY {order}, __rowid" if order else " ORDER BY __rowid"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        try:
+            fetched = con.execute(sql, params or ()).fetchall()
+        except (sqlite3.Error, sqlite3.Warning) as exc:
+            what = "--where" if where else "--order"
+            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ReachError(f"bad {what} for table {table.name}: {msg}") from None
+    finally:
+        con.close()
+    rows = [tuple(_from_sql(v, c.kind) for v, c in zip(r, cols)) for r in fetched]
+    return replace(table, columns=cols, rows=rows)
