@@ -1,0 +1,1 @@
+"""The bundled demo model and task, installed with reachtui as the package `reachtui.bundled`."""
