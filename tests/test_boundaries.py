@@ -2,7 +2,7 @@
 at module level or inside a function, must respect where its library may be used:
 
 - torch, transformers, accelerate, safetensors, tokenizers: only in reachtui/model/ (the model room);
-- textual, textual_plotext, plotext: only in reachtui/tui/ (the app);
+- textual, textual_plotext, textual_serve, plotext: only in reachtui/tui/ (the app);
 - ray: only in reachtui/cluster.py.
 
 And the probe names are written in one module: the registry (`reachtui/probes/registry.py`)."""
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1] / "reachtui"
 ALLOWED = {
     "torch": "model/", "transformers": "model/", "accelerate": "model/", "safetensors": "model/",
     "tokenizers": "model/",
-    "textual": "tui/", "textual_plotext": "tui/", "plotext": "tui/",
+    "textual": "tui/", "textual_plotext": "tui/", "plotext": "tui/", "textual_serve": "tui/",
     "ray": "cluster.py",
 }
 PROBE_NAMES = {"realized", "sample", "routes", "mcts", "mcts-blind"}

@@ -106,15 +106,7 @@ def open_(model, task_spec, store_path, run_id, probes, budget, temperature, see
                      trust_remote_code=trust_remote_code, allow_download=allow_download)
     keymap = read_keymap(keymap_file) if keymap_file else None
     if model is None:
-        if not path.is_file():
-            raise ReachError(f"no audit store at {path}: run `reachtui open demo` (or `reachtui audit ...`) first")
-        from reachtui.store import Store
-
-        with Store(path, readonly=True) as store:   # one clear line for a bad store or run, before the UI
-            if run_id is not None:
-                store.get_run(run_id)
-            elif store.latest_run() is None:
-                raise ReachError(f"the store {path} has no runs yet")
+        check_browsable(path, run_id)
         from reachtui.tui.data import preload
 
         future = preload(path, run_id)   # the rows load while textual imports
@@ -137,6 +129,19 @@ def open_(model, task_spec, store_path, run_id, probes, budget, temperature, see
         job = make_audit_job(path, task, protocol, limit=limit, batch_size=batch_size, mlp_scan=mlp_scan,
                              new_run=new_run)
     return _run_app(path, run_id, dict(launch_kw, model=model, audit_job=job), keymap=keymap)
+
+
+def check_browsable(path: Path, run_id: int | None) -> None:
+    """One clear line, before any UI, when there is nothing to browse: no store, no runs, no such run."""
+    if not path.is_file():
+        raise ReachError(f"no audit store at {path}: run `reachtui open demo` (or `reachtui audit ...`) first")
+    from reachtui.store import Store
+
+    with Store(path, readonly=True) as store:
+        if run_id is not None:
+            store.get_run(run_id)
+        elif store.latest_run() is None:
+            raise ReachError(f"the store {path} has no runs yet")
 
 
 def read_keymap(path: str) -> dict[str, str]:
