@@ -347,4 +347,8 @@ def test_retained_gets_no_interval_when_the_gap_may_be_zero(tmp_path):
         rows = {r["probe"]: r for r in T.summary_rows(store, narrow, intervals=True)}
         assert rows["routes"]["gap"] == pytest.approx(0.05) and rows["routes"]["gap_lo"] == 0.0
         assert math.isnan(rows["routes"]["retained_vote_lo"]) and math.isnan(rows["routes"]["retained_logprob_hi"])
-        assert not math.isnan(rows["routes"]["retained_vote"])
+        # the gap may be 0: the ratio is unbounded, so no number at all (not a huge one) ...
+        assert math.isnan(rows["routes"]["retained_vote"]) and math.isnan(rows["routes"]["retained_logprob"])
+        # ... while the raw ratio, without intervals to judge it by, is still what the definition gives
+        raw = {r["probe"]: r for r in T.summary_rows(store, narrow)}
+        assert raw["routes"]["retained_vote"] == pytest.approx((0.0 - 0.0) / 0.05)

@@ -569,3 +569,20 @@ async def test_the_selected_question_stays_in_view_after_a_filter_change(tmp_pat
         assert t.current_qid == qid
         top = round(t.scroll_y)
         assert top <= t.cursor < top + t.scrollable_content_region.height
+
+
+async def test_the_app_exports_markdown_and_latex(stored, tmp_path):
+    from reachtui.tui.palette import palette_commands
+
+    path, _ = stored
+    app = ReachApp(path, export_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        commands = {t: cb for t, cb, _ in palette_commands(app)}
+        commands["export: summary as LaTeX"]()
+        assert app.last_export.suffix == ".tex"
+        assert "\\begin{tabular}" in app.last_export.read_text()
+        await pilot.press("f")
+        commands = {t: cb for t, cb, _ in palette_commands(app)}
+        commands["export: questions as Markdown"]()
+        text = app.last_export.read_text()
+        assert text.startswith("| run | question |") and "_filter: failure set (sample)_" in text

@@ -9,6 +9,7 @@ leaves the run 'cancelled' (run the same command again to continue it); a second
 from __future__ import annotations
 
 import signal
+from dataclasses import replace
 import threading
 import time
 
@@ -62,9 +63,12 @@ class _Bar:
         label = ev.label
         if ev.phase not in self.tasks:
             self.tasks[ev.phase] = self.progress.add_task(label, total=max(ev.total, 1), info="")
+        empty = ev.total == 0         # nothing to do in this phase (no failure set to freeze): it is done
+        if empty:
+            ev = replace(ev, done=1)
         tid = self.tasks[ev.phase]
         if ev.phase == FAILURE_SETS:
-            info = "frozen"
+            info = "nothing to freeze (no probe)" if empty else "frozen"
         else:
             info = f"{ev.correct} ok"
         self.progress.update(tid, completed=ev.done, total=max(ev.total, 1), info=info)

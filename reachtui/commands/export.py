@@ -69,9 +69,10 @@ def write_atomic(path: str, text: str) -> None:
         raise ReachError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
-def emit(tables, fmt: str, output: str | None, *, headers: bool = True) -> None:
+def emit(tables, fmt: str, output: str | None, **style) -> None:
     """Print (or write to `output`) one or more tables; notes and warnings go to stderr for data formats
-    (they are inside the text for md/latex/table). On a terminal, `table` is drawn by rich directly."""
+    (they are inside the text for md/latex/table). On a terminal, `table` is drawn by rich directly.
+    `style`: how people formats write them (`reachtui.tables.formats.render`)."""
     from reachtui.tables.formats import DATA_FORMATS, render_many, to_rich
 
     tables = list(tables)
@@ -87,11 +88,11 @@ def emit(tables, fmt: str, output: str | None, *, headers: bool = True) -> None:
 
         console = Console()
         for t in tables:
-            console.print(to_rich(t))
+            console.print(to_rich(t, inline_ci=style.get("inline_ci", False)))
             for n in t.notes:
                 console.print(n, markup=False, highlight=False, style="dim")
         return
-    text = render_many(tables, fmt, headers=headers)
+    text = render_many(tables, fmt, **style)
     if output:
         write_atomic(output, text)
     else:
@@ -141,11 +142,19 @@ def _split_columns(columns: tuple[str, ...], columns_csv: str | None) -> list[st
 @click.option("--order", default=None, metavar="SQL", help="Order rows, e.g. 'reachable desc'.")
 @click.option("--limit", type=int, default=None, help="At most this many rows.")
 @click.option("--no-headers", is_flag=True, help="Omit the header row (csv, tsv, md, latex).")
+@click.option("--ci", "ci", type=click.Choice(["column", "inline"]), default="column", show_default=True,
+              help="md, latex, table: each 95%% interval in its own column (\"X CI\"), or inline beside its value "
+                   "(\"80.3 [75.1, 85.0]\").")
+@click.option("--caption", default=None, metavar="TEXT", help="latex: wrap the tabular in a table environment "
+                                                              "with this caption.")
+@click.option("--label", "latex_label", default=None, metavar="KEY", help="latex: the table environment's "
+                                                                        "\\label (implies the environment).")
 @click.option("--allow-unmatched", is_flag=True,
               help="compare table only: compare runs whose protocols differ (every row is marked).")
 @bootstrap_options
 def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as_table, output, where, params,
-           columns, columns_csv, order, limit, no_headers, allow_unmatched, bootstrap, bootstrap_seed) -> None:
+           columns, columns_csv, order, limit, no_headers, ci, caption, latex_label, allow_unmatched, bootstrap,
+           bootstrap_seed) -> None:
     """Write TABLE of the audit store: summary, questions, attempts, passk, hits, mlp-scan or compare.
 
     Beside every reachability figure: the chance control (each question's attempts scored against
@@ -191,7 +200,8 @@ def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as
     chosen = _split_columns(columns, columns_csv)
     table = select(table, columns=chosen, where=where,
                      params=dict(params) if params else None, order=order, limit=limit)
+    style = dict(headers=not no_headers, inline_ci=ci == "inline", caption=caption, label=latex_label)
     if name == "summary" and fmt == "table" and not chosen:
-        emit(T.summary_views(table), fmt, output, headers=not no_headers)  # two narrower tables
+        emit(T.summary_views(table), fmt, output, **style)  # two narrower tables
         return
-    emit([table], fmt, output, headers=not no_headers)
+    emit([table], fmt, output, **style)

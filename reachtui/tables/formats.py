@@ -8,6 +8,7 @@ Column kinds decide how a value is written:
     float             full precision in data formats, 3 decimals for people
     pvalue            full precision in data formats, 3 significant digits for people
     bool              true/false in json, 1/0 in csv/tsv, "yes"/"no" for people
+    interval          a folded interval cell for people ("[75.1, 85.0]"), numbers in text
 None and NaN are empty in csv/tsv, null in json, "–" for people.
 
 `render`/`render_many` give text in a format; `fold_intervals` turns each interval `X_lo`, `X_hi` into
@@ -71,6 +72,8 @@ def human_value(v: Any, kind: str, signed: bool = False) -> str:
         return "<0.001" if 0 < p < 0.001 else f"{p:.3g}"
     if kind == "bool":
         return "yes" if v else "no"
+    if kind == "int" and signed:
+        return f"{int(v):+d}" if v else "0"
     return str(v)
 
 
@@ -79,7 +82,7 @@ def human_header(col: Column) -> str:
 
 
 def _numeric(col: Column) -> bool:
-    return col.kind in ("int", "frac", "float", "pvalue")
+    return col.kind in ("int", "frac", "float", "pvalue", "interval")
 
 
 def to_csv(table: Table, *, delimiter: str = ",", headers: bool = True) -> str:
@@ -150,13 +153,13 @@ def fold_intervals(table: Table, *, with_value: bool = False) -> Table:
     for i, c in enumerate(table.columns):
         base = c.name[:-3]
         if with_value and c.name in bases:
-            cols.append(Column(c.name, "text", label=human_header(c)))
+            cols.append(Column(c.name, "interval", label=human_header(c)))
             plan.append((i, names.index(c.name + "_lo"), names.index(c.name + "_hi"), c.kind, c.signed))
         elif base in bases and c.name.endswith(("_lo", "_hi")):
             if with_value or c.name.endswith("_hi"):
                 continue
             head = table.column(base).header if base in names else (c.label or c.name)[:-3].rstrip()
-            cols.append(Column(base + "_ci", "text", label=f"{head} CI"))
+            cols.append(Column(base + "_ci", "interval", label=f"{head} CI"))
             plan.append((None, i, names.index(base + "_hi"), c.kind, c.signed))
         else:
             cols.append(c)
@@ -175,8 +178,8 @@ def _md_escape(s: str) -> str:
     return s.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
-def to_markdown(table: Table, *, headers: bool = True) -> str:
-    table = fold_intervals(table)
+def to_markdown(table: Table, *, headers: bool = True, inline_ci: bool = False) -> str:
+    table = fold_intervals(table, with_value=inline_ci)
     lines: list[str] = []
     for w in table.warnings:
         lines.append(f"> **WARNING: {_md_escape(w)}**")
@@ -219,20 +222,31 @@ def latex_escape(s: str) -> str:
     return _LATEX_RE.sub(lambda m: _LATEX_SPECIAL[m.group(0)], s)
 
 
+_MINUS = re.compile(r"(?<![\w.])-(?=\d)")
+
+
 def _latex_cell(v: Any, col: Column) -> str:
-    text = human_value(v, col.kind, col.signed)
-    if _numeric(col) and text.startswith("-"):
-        return "$-$" + latex_escape(text[1:])
-    return latex_escape(text)
+    """One cell: every minus sign of a number (values and intervals alike) as $-$."""
+    text = latex_escape(human_value(v, col.kind, col.signed))
+    return _MINUS.sub("$-$", text) if _numeric(col) else text
 
 
-def to_latex(table: Table, *, headers: bool = True) -> str:
-    """A booktabs tabular (needs \\usepackage{booktabs}); notes as comments, warnings as a visible row."""
-    table = fold_intervals(table)
+def to_latex(table: Table, *, headers: bool = True, inline_ci: bool = False, caption: str | None = None,
+             label: str | None = None) -> str:
+    """A booktabs tabular (needs \\usepackage{booktabs}); notes as comments, warnings as a visible row.
+    With `caption` or `label`, the tabular sits in a `table` environment that carries them."""
+    table = fold_intervals(table, with_value=inline_ci)
     cols = table.columns
     spec = "".join("r" if _numeric(c) else "l" for c in cols)
     out = [f"% {latex_escape(table.title)}"]
     out += [f"% {latex_escape(n)}" for n in table.notes]
+    wrapped = caption is not None or label is not None
+    if wrapped:
+        out += ["\\begin{table}[t]", "\\centering"]
+        if caption is not None:
+            out.append(f"\\caption{{{latex_escape(caption)}}}")
+        if label is not None:
+            out.append(f"\\label{{{label}}}")
     out.append(f"\\begin{{tabular}}{{{spec}}}")
     out.append("\\toprule")
     for w in table.warnings:
@@ -248,10 +262,12 @@ def to_latex(table: Table, *, headers: bool = True) -> str:
         out.append(" & ".join(_latex_cell(v, c) for v, c in zip(row, cols)) + " \\\\")
     out.append("\\bottomrule")
     out.append("\\end{tabular}")
+    if wrapped:
+        out.append("\\end{table}")
     return "\n".join(out) + "\n"
 
 
-def to_rich(table: Table, *, compact: bool = False):
+def to_rich(table: Table, *, compact: bool = False, inline_ci: bool = False):
     """A rich Table for the terminal (percentages for fractions; warnings in the title, in red). Notes
     are not part of it: print `table.notes` after it (as `to_text` and `reachtui export` do).
 
@@ -260,7 +276,7 @@ def to_rich(table: Table, *, compact: bool = False):
     from rich import box
     from rich.table import Table as RichTable
 
-    table = fold_intervals(table)
+    table = fold_intervals(table, with_value=inline_ci)
     title = table.title
     if table.warnings:
         title = "[bold red]" + " ".join(f"WARNING: {w}" for w in table.warnings) + "[/]\n" + title
@@ -276,19 +292,21 @@ def to_rich(table: Table, *, compact: bool = False):
     return rt
 
 
-def to_text(table: Table, *, width: int = 160) -> str:
+def to_text(table: Table, *, width: int = 160, inline_ci: bool = False) -> str:
     """The rich rendering as plain text, notes below it (what `--format table` prints to a file or pipe)."""
     from rich.console import Console
 
     console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
-    console.print(to_rich(table))
+    console.print(to_rich(table, inline_ci=inline_ci))
     for n in table.notes:
         console.print(n, markup=False, highlight=False)
     return console.export_text()
 
 
-def render(table: Table, fmt: str, *, headers: bool = True) -> str:
-    """The table as text in `fmt` (one of FORMATS)."""
+def render(table: Table, fmt: str, *, headers: bool = True, inline_ci: bool = False, caption: str | None = None,
+           label: str | None = None) -> str:
+    """The table as text in `fmt` (one of FORMATS). For people: `inline_ci` writes each interval beside its
+    value ("80.3 [75.1, 85.0]") instead of in its own column; LaTeX takes a `caption` and a `label`."""
     if fmt == "csv":
         return to_csv(table, headers=headers)
     if fmt == "tsv":
@@ -298,20 +316,20 @@ def render(table: Table, fmt: str, *, headers: bool = True) -> str:
     if fmt == "ndjson":
         return to_ndjson(table)
     if fmt == "md":
-        return to_markdown(table, headers=headers)
+        return to_markdown(table, headers=headers, inline_ci=inline_ci)
     if fmt == "latex":
-        return to_latex(table, headers=headers)
+        return to_latex(table, headers=headers, inline_ci=inline_ci, caption=caption, label=label)
     if fmt == "table":
-        return to_text(table)
+        return to_text(table, inline_ci=inline_ci)
     raise ReachError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
 
 
-def render_many(tables: Iterable[Table], fmt: str, *, headers: bool = True) -> str:
+def render_many(tables: Iterable[Table], fmt: str, **style) -> str:
     """Several tables in one text: blank-line separated for people, one JSON object per table name
     for json, concatenated records (with a `table` field) for ndjson, blank-line separated csv/tsv."""
     tables = list(tables)
     if len(tables) == 1:
-        return render(tables[0], fmt, headers=headers)
+        return render(tables[0], fmt, **style)
     if fmt == "json":
         obj = {t.name: to_records(t) for t in tables}
         return json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
@@ -321,4 +339,4 @@ def render_many(tables: Iterable[Table], fmt: str, *, headers: bool = True) -> s
             for t in tables
             for r in to_records(t)
         )
-    return "\n".join(render(t, fmt, headers=headers) for t in tables)
+    return "\n".join(render(t, fmt, **style) for t in tables)

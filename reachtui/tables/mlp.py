@@ -16,47 +16,70 @@ MLP_COLUMNS = [
     Column("run", "int"), Column("set", label="failure set"), Column("layer", "int"),
     Column("failure_n", "int", label="set n"), Column("repaired", "int"),
     Column("repair_rate", "frac", label="repair"), Column("realized_n", "int", label="realized n"),
-    Column("broken", "int"), Column("break_rate", "frac", label="break"), Column("best", "bool"),
+    Column("broken", "int"), Column("break_rate", "frac", label="break"),
+    Column("net", "int", label="net (repaired − broken)", signed=True),
+    Column("best", "bool", label="most repairs"), Column("best_net", "bool", label="best net"),
 ]
+
+#: How the two "best" blocks of a set are chosen (said under the table and in the audit's closing lines).
+BEST_NOTE = ("most repairs = the block with the highest repair rate (then the lowest break rate, then the "
+             "lowest layer); best net = the highest repaired − broken (then the most repairs, then the lowest "
+             "layer); neither when the failure set is empty")
 
 
 def mlp_scan_table(source: Any, run_ids: Sequence[int]) -> Table:
-    """The one-MLP silencing scan as stored: per set and layer, repaired/|F| and broken/|R|; `best`
-    marks each set's best block (highest repair rate, then lowest break rate, then lowest layer)."""
+    """The one-MLP silencing scan as stored: per set and layer, repaired/|F|, broken/|R| and the net
+    repaired − broken; `best` and `best_net` mark each set's two best blocks (BEST_NOTE)."""
     con = connection(source)
     rows: list[tuple] = []
     notes: list[str] = []
     for run_id in run_ids:
         cur = con.execute(
             """SELECT s.run_id, f.name, s.layer, s.failure_n, s.repaired, s.repair_rate, s.realized_n,
-                      s.broken, s.break_rate,
-                      row_number() OVER (PARTITION BY s.set_id ORDER BY s.repair_rate IS NULL,
-                        s.repair_rate DESC, s.break_rate IS NULL, s.break_rate, s.layer) = 1
+                      s.broken, s.break_rate, s.repaired - s.broken,
+                      s.failure_n > 0 AND row_number() OVER (PARTITION BY s.set_id ORDER BY s.repair_rate IS NULL,
+                        s.repair_rate DESC, s.break_rate IS NULL, s.break_rate, s.layer) = 1,
+                      s.failure_n > 0 AND row_number() OVER (PARTITION BY s.set_id ORDER BY
+                        s.repaired - s.broken DESC, s.repaired DESC, s.layer) = 1
                FROM mlp_scan s JOIN failure_sets f ON f.id = s.set_id
                WHERE s.run_id = ? ORDER BY s.set_id, s.layer""",
             (run_id,),
         )
-        got = [r[:9] + (bool(r[9]),) for r in cur]
+        got = [r[:10] + (bool(r[10]), bool(r[11])) for r in cur]
         if not got:
             notes.append(f"run {run_id} has no MLP scan (audit with --mlp-scan)")
         rows += got
+    if rows:
+        notes.append(BEST_NOTE)
     title = "MLP silencing scan: repair rate on the failure set, break rate on the realized set"
     return Table("mlp-scan", title + runs_label(run_ids), list(MLP_COLUMNS), rows, notes=notes)
 
 
-def mlp_best(source: Any, run_id: int) -> list[dict[str, Any]]:
-    """The best block of each scanned failure set (the `best` rows of `mlp_scan_table`), as dicts."""
-    return [row for row in mlp_scan_table(source, [run_id]).dicts() if row["best"]]
+def mlp_best(source: Any, run_id: int, *, by: str = "best") -> list[dict[str, Any]]:
+    """The best block of each scanned, non-empty failure set, as dicts: `by` "best" (most repairs) or
+    "best_net" (repaired − broken)."""
+    return [row for row in mlp_scan_table(source, [run_id]).dicts() if row[by]]
 
 
 def mlp_lines(source: Any, run_id: int) -> list[str]:
-    """One line per scanned failure set: its best block, what it repairs and what it breaks."""
+    """One line per scanned failure set: the block with the most repairs and the best net block, what
+    each repairs and what it breaks."""
+    rows = mlp_scan_table(source, [run_id]).dicts()
     out = []
-    for b in mlp_best(source, run_id):
-        if not b["failure_n"]:
-            out.append(f"MLP scan on {b['set']}: the failure set is empty (|R| = {b['realized_n']})")
+    for name in dict.fromkeys(r["set"] for r in rows):
+        mine = [r for r in rows if r["set"] == name]
+        if not mine[0]["failure_n"]:
+            out.append(f"MLP scan on {name}: the failure set is empty (|R| = {mine[0]['realized_n']}): no best block")
             continue
-        out.append(f"MLP scan on {b['set']} (|F| = {b['failure_n']}, |R| = {b['realized_n']}): best block "
-                   f"= layer {b['layer']}: repairs {b['repaired']}/{b['failure_n']} ({percent(b['repair_rate'])}%), "
-                   f"breaks {b['broken']}/{b['realized_n']} ({percent(b['break_rate'])}%)")
+        most, net = next(r for r in mine if r["best"]), next(r for r in mine if r["best_net"])
+        line = (f"MLP scan on {name} (|F| = {most['failure_n']}, |R| = {most['realized_n']}): most repairs = "
+                f"layer {most['layer']}: repairs {most['repaired']}/{most['failure_n']} "
+                f"({percent(most['repair_rate'])}%), breaks {most['broken']}/{most['realized_n']} "
+                f"({percent(most['break_rate'])}%)")
+        if net is most:
+            line += "; also the best net (repaired − broken)"
+        else:
+            line += (f"; best net (repaired − broken) = layer {net['layer']}: {net['net']:+d} "
+                     f"({net['repaired']} repaired, {net['broken']} broken)")
+        out.append(line)
     return out

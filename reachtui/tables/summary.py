@@ -18,6 +18,7 @@ from reachtui import curves, stats
 from reachtui.control import run_control
 from reachtui.outcomes import FAILURE_CANDIDATES_SQL, FAILURE_PREFIX, REALIZED_CTE
 from reachtui.probes import registry
+from reachtui.probes.registry import reach_where
 from reachtui.seeds import derive_seed
 from reachtui.stats import diff, frac, is_missing, ratio
 from reachtui.tables.budget import control_points, curve_lines, groups_of, probe_curves
@@ -128,11 +129,11 @@ def _add_honest_numbers(con: sqlite3.Connection, run_id: int, info: dict[str, An
         ], B=bootstrap, seed=b_seed)
         gap_lo, gap_hi = intervals[0]
         for key, (lo, hi) in zip(("gap", "retained_vote", "retained_logprob", "excess"), intervals):
-            point = row[key]
-            if is_missing(point):  # an undefined estimate gets no interval
+            if is_missing(row[key]):  # an undefined estimate gets no interval
                 lo = hi = math.nan
-            if key.startswith("retained") and not (gap_lo > 0 or gap_hi < 0):
-                lo = hi = math.nan  # the gap's interval holds 0: the ratio is unbounded, no honest interval
+            if key.startswith("retained") and bootstrap > 0 and not (gap_lo > 0 or gap_hi < 0):
+                # the gap's interval holds 0: the ratio is unbounded, neither it nor an interval is honest
+                row[key] = lo = hi = math.nan
             row[f"{key}_lo"], row[f"{key}_hi"] = lo, hi
         curve = control_points(probe, [(s.n, s.control_hits, s.control_first) for s in scatter.values()])
         row["control_at_k"] = None
@@ -194,6 +195,9 @@ def summary_rows(source: Any, run_id: int, *, intervals: bool = False, bootstrap
     budget_curves = probe_curves(con, run_id, groups)
     vote = {p: len(qs) for p, qs in vote_q.items()}
     lp_best = {p: len(qs) for p, qs in lp_q.items()}
+    with_logprobs = {p for p, k in con.execute(   # imported generations may carry no log-probs
+        f"SELECT probe, count(mean_logprob) FROM attempts WHERE run_id = :run AND {reach_where()} "
+        "GROUP BY probe", params) if k}
     frozen = dict(con.execute("SELECT probe, max(size) FROM failure_sets WHERE run_id = :run "
                               "AND name = :prefix || probe GROUP BY probe",
                               {**params, "prefix": FAILURE_PREFIX}).fetchall())
@@ -208,7 +212,8 @@ def summary_rows(source: Any, run_id: int, *, intervals: bool = False, bootstrap
     for probe, done, reach, n_vote, n_lp, n_frozen, live, max_n in sorted(per_probe,
                                                                           key=lambda r: registry.sort_key(r[0])):
         reachable = frac(reach, n)
-        b_vote, b_lp = frac(n_vote, n), frac(n_lp, n)
+        b_vote = frac(n_vote, n)
+        b_lp = frac(n_lp, n) if probe in with_logprobs else math.nan
         budget = ks.get(probe, max_n)
         curve = None
         if done == n and probe in budget_curves:
@@ -264,7 +269,8 @@ def summary_lines(rows: Sequence[dict[str, Any]], *, short: bool = False) -> lis
 
 def _table_values(r: dict[str, Any], realized_row: dict[str, Any]) -> dict[str, Any]:
     """A row of `summary_rows(..., intervals=True)` under the names of SUMMARY_COLUMNS (less run, model,
-    task and protocol): the realized row keeps only its own figures, the control and the chance."""
+    task and protocol): the realized row keeps only its own figures, its chance control and the chance
+    (no reachable, gap, excess or selection figures: it has no probe)."""
     has_realized = bool(realized_row["n_attempted"])
     realized = realized_row["realized"] if has_realized else math.nan
     is_probe = r["probe"] != REALIZED
@@ -275,7 +281,7 @@ def _table_values(r: dict[str, Any], realized_row: dict[str, Any]) -> dict[str, 
         realized_hi=r["realized_hi"] if has_realized else math.nan,
         reachable=only("reachable"), reachable_lo=only("reachable_lo"), reachable_hi=only("reachable_hi"),
         control=r["control"], control_lo=r["control_lo"], control_hi=r["control_hi"],
-        excess=r["excess"], excess_lo=r["excess_lo"], excess_hi=r["excess_hi"],
+        excess=only("excess"), excess_lo=only("excess_lo"), excess_hi=only("excess_hi"),
         gap=diff(r["reachable"], realized) if is_probe else math.nan,
         gap_lo=only("gap_lo"), gap_hi=only("gap_hi"),
         robust=only("robust"), robust_lo=only("robust_lo"), robust_hi=only("robust_hi"),
@@ -294,8 +300,8 @@ def summary_table(source: Any, run_ids: Sequence[int], *, bootstrap: int = stats
     reachability, gap, robust reachability, answer-blind accuracies, retained = (blind - realized) /
     (reachable - realized), the failure set's size, the closed-form chance baseline for multiple choice,
     the answer scatter, and 95% intervals as `<column>_lo` / `<column>_hi` (see `summary_rows` with
-    intervals=True and `SUMMARY_NOTE`). A run without any probe gets one realized row (its control and
-    excess are the default answer's: realized - control)."""
+    intervals=True and `SUMMARY_NOTE`). A run without any probe gets one realized row (its control is the
+    default answer's)."""
     con = connection(source)
     rows: list[tuple] = []
     notes: list[str] = []

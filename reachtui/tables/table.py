@@ -13,7 +13,7 @@ from reachtui.errors import ReachError
 from reachtui.stats import is_missing
 
 #: How a column's values are written (see `reachtui.tables.formats`).
-KINDS = ("text", "int", "frac", "float", "pvalue", "bool")
+KINDS = ("text", "int", "frac", "float", "pvalue", "bool", "interval")   # interval: "[75.1, 85.0]" for people
 
 
 # --------------------------------------------------------------------------------------------------

@@ -21,7 +21,8 @@ def export_table(store, run_id: int, table: str, fmt: str, folder: Path, *, show
         built.rows = [row for row in built.rows if row[col] in shown]
         built.notes.append(f"filter: {label}")
     slug = "".join(ch for ch in (label or "").replace(" ", "-") if ch.isalnum() or ch in "-_")[:40]
-    path = Path(folder) / f"run{run_id}-{table}{'-' + slug if slug else ''}.{fmt}"
+    suffix = {"latex": "tex", "table": "txt"}.get(fmt, fmt)
+    path = Path(folder) / f"run{run_id}-{table}{'-' + slug if slug else ''}.{suffix}"
     Path(folder).mkdir(parents=True, exist_ok=True)
     write_atomic(str(path), render(built, fmt))
     return path, len(built.rows)

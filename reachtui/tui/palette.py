@@ -40,11 +40,14 @@ def palette_commands(app) -> list[Command]:
     for r in app.store_runs():
         add(f"run: open run {r['id']} · {r['model']} · {r['task']} · {r['protocol_hash'][:8]} · {r['status']}",
             partial(app.open_run, r["id"]), f"browse run {r['id']} of this store")
-    for fmt, label in (("csv", "CSV"), ("json", "JSON")):
-        add(f"export: questions as {label}", partial(app.export, "questions", fmt),
-            "the table as filtered now, through reachtui.tables")
-    add("export: mlp-scan as CSV", partial(app.export, "mlp-scan", "csv"), "the run's MLP scan")
-    add("export: summary as CSV", partial(app.export, "summary", "csv"), "one row per probe")
+    formats = {"csv": "CSV", "json": "JSON", "md": "Markdown", "latex": "LaTeX"}
+    for table, fmts, text in (("questions", ("csv", "json", "md", "latex"), "the table as filtered now"),
+                              ("summary", ("csv", "md", "latex"), "one row per probe, 95% intervals"),
+                              ("mlp-scan", ("csv", "md", "latex"), "the run's MLP scan"),
+                              ("passk", ("csv", "md"), "the budget curves beside their chance control")):
+        for fmt in fmts:
+            add(f"export: {table} as {formats[fmt]}", partial(app.export, table, fmt),
+                f"{text}, written as `reachtui export {table} --format {fmt}` writes it")
     for tab, title, text in (("mlp", "MLP scan", "repair % and break % per layer"),
                              ("reach", "reachable@k", "the reach probes' curves beside their chance control"),
                              ("passk", "pass@k", "unbiased pass@k of the sampling probes")):

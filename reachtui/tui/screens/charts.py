@@ -32,12 +32,14 @@ def chart_data(data, run) -> ChartData:
     table computes them."""
     from reachtui.tables import summary_rows
 
+    from reachtui.tables.mlp import mlp_scan_table
+
     out = ChartData(title=run.label)
-    rows = data.mlp_scan(run.id)
+    rows = mlp_scan_table(data.store, [run.id]).dicts()
     if rows:
         sets: dict[str, list] = {}
         for r in rows:
-            sets.setdefault(r["set_name"], []).append(r)
+            sets.setdefault(r["set"], []).append(r)
         out.mlp_set, out.mlp = max(sets.items(), key=lambda kv: len(kv[1]))
     summary = summary_rows(data.store, run.id, intervals=True, bootstrap=0)   # control@k, no intervals
     for row in summary[1:]:
@@ -104,10 +106,15 @@ class MlpChart(_Chart):
         brk = [100.0 * (r["break_rate"] or 0.0) for r in cd.mlp]
         plt.multiple_bar(layers, [repair, brk], labels=["repair % (failure set)", "break % (realized set)"],
                          color=["green", "red"])
-        best = max(cd.mlp, key=lambda r: ((r["repair_rate"] or 0.0), -(r["break_rate"] or 0.0)))
-        plt.title(f"MLP silencing scan on {cd.mlp_set} (|F|={cd.mlp[0]['failure_n']}, "
-                  f"|R|={cd.mlp[0]['realized_n']}) · best block {best['layer']}: "
-                  f"repairs {best['repaired']}, breaks {best['broken']}")
+        most = next((r for r in cd.mlp if r["best"]), None)
+        net = next((r for r in cd.mlp if r["best_net"]), None)
+        title = f"MLP silencing scan on {cd.mlp_set} (|F|={cd.mlp[0]['failure_n']}, |R|={cd.mlp[0]['realized_n']})"
+        if most is None:
+            title += " · empty failure set: no best block"
+        else:
+            title += (f" · most repairs: layer {most['layer']} ({most['repaired']} repaired, {most['broken']} broken)"
+                      f" · best net: layer {net['layer']} ({net['net']:+d})")
+        plt.title(title)
         plt.xlabel("silenced MLP (layer)")
         plt.ylabel("%")
         plt.ylim(0, 100)
