@@ -28,6 +28,7 @@ from reachtui.commands.export import export as export_cmd  # noqa: E402
 from reachtui.commands.generate import generate as generate_cmd  # noqa: E402
 from reachtui.commands.importer import import_ as import_cmd  # noqa: E402
 from reachtui.commands.open import open_ as open_cmd  # noqa: E402
+from reachtui.commands.protocol import protocol as protocol_cmd  # noqa: E402
 from reachtui.commands.runs import runs as runs_cmd  # noqa: E402
 from reachtui.commands.serve import serve as serve_cmd  # noqa: E402
 cli.add_command(audit_cmd)
@@ -36,6 +37,7 @@ cli.add_command(export_cmd)
 cli.add_command(generate_cmd)
 cli.add_command(import_cmd)
 cli.add_command(open_cmd)
+cli.add_command(protocol_cmd)
 cli.add_command(runs_cmd)
 cli.add_command(serve_cmd)
 

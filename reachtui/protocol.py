@@ -354,6 +354,14 @@ def load_protocol_file(path) -> Protocol:
         raise ReachError(f"{path}: {exc}") from None
 
 
+def protocol_of_run(run: dict) -> Protocol:
+    """The protocol a stored run (a `runs` row with `protocol_json`) was made under."""
+    try:
+        return Protocol.from_dict(json.loads(run["protocol_json"]))
+    except (ValueError, TypeError) as exc:
+        raise ReachError(f"run {run.get('id')}: its stored protocol cannot be read ({exc})") from None
+
+
 def protocol_to_toml(protocol: Protocol) -> str:
     """TOML text that `load_protocol_file` reads back to the same protocol (for `--protocol` files)."""
 

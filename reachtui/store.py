@@ -159,11 +159,14 @@ class Store(StoreQueries):
 
     def upsert_task(self, task: Any) -> int:
         """The id of `task` (`.name .path .sha256 .questions`, each `.id .question .answer [.solution]`),
-        inserted with its questions if its sha256 is new. Idempotent."""
+        inserted with its questions if its sha256 is new (a task given a name, `.named`, renames a known
+        one). Idempotent."""
         questions = list(task.questions)
         with self._write():
             self.db.execute("INSERT OR IGNORE INTO tasks (name, path, sha256, n_questions) VALUES (?, ?, ?, ?)",
                             (task.name, str(task.path), task.sha256, len(questions)))
+            if getattr(task, "named", False):
+                self.db.execute("UPDATE tasks SET name = ? WHERE sha256 = ?", (task.name, task.sha256))
             task_id = self.db.execute("SELECT id FROM tasks WHERE sha256 = ?", (task.sha256,)).fetchone()[0]
             self.conn.executemany(
                 "INSERT OR IGNORE INTO questions (task_id, qid, idx, question, gold, solution) "

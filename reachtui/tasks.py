@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from reachtui import jsonl
@@ -44,16 +44,22 @@ class Task:
     path: str  # absolute path
     sha256: str  # of the file bytes
     questions: tuple[Question, ...]
+    named: bool = False  # the name was given (--task-name): the store takes it even for a task it knows
 
     def __len__(self) -> int:
         return len(self.questions)
 
 
-def load_task(spec: str) -> Task:
-    """`demo` -> the bundled arithmetic task; anything else is a path to a JSONL file."""
+def load_task(spec: str, name: str | None = None) -> Task:
+    """`demo` -> the bundled arithmetic task; anything else is a path to a JSONL file, called by its stem
+    unless `name` is given (`--task-name`: GSM8K's `test.jsonl` as gsm8k)."""
+    if name is not None and not name.strip():
+        raise ReachError("--task-name must not be empty")
     if str(spec) == "demo":
         from reachtui.assets import DEMO_TASK_PATH
 
+        if name is not None:
+            raise ReachError("--task-name names a JSONL task file; the demo task is called demo")
         if not DEMO_TASK_PATH.is_file():
             raise ReachError(f"the demo task is missing: {DEMO_TASK_PATH} does not exist")
         return _load_jsonl(DEMO_TASK_PATH, name="demo", shown=str(DEMO_TASK_PATH))
@@ -62,7 +68,8 @@ def load_task(spec: str) -> Task:
         raise ReachError(f"{spec}: no such task file (give a JSONL path or 'demo')")
     if not path.is_file():
         raise ReachError(f"{spec}: not a file (give a JSONL path or 'demo')")
-    return _load_jsonl(path, name=path.stem, shown=str(spec))
+    task = _load_jsonl(path, name=name.strip() if name else path.stem, shown=str(spec))
+    return task if name is None else replace(task, named=True)
 
 
 def _load_jsonl(path: Path, *, name: str, shown: str) -> Task:

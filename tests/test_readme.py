@@ -105,3 +105,18 @@ def test_the_tables_examples_print_what_the_readme_shows(folder):
         assert (done.returncode == 0) == (not any(line.startswith("error:") for line in shown)), cmd
     assert checked >= 7
     assert (folder / "table1.tex").read_text().startswith("% ")
+
+
+def test_the_protocol_example_is_what_reachtui_protocol_prints():
+    """The Headless section's TOML is the default protocol with --budget 16, as `reachtui protocol` writes it,
+    and `--protocol` reads it back to the hash its first line names."""
+    import tomllib
+
+    from reachtui.protocol import Protocol, protocol_from_options, protocol_to_toml
+
+    body = README.read_text(encoding="utf-8").split("## Headless", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
+    first, toml = body.split("\n", 1)
+    spec = protocol_from_options(Protocol(), budget=16)
+    assert first == f"# run 1: demo on demo, protocol {spec.hash()}"
+    assert toml == protocol_to_toml(spec)
+    assert Protocol.from_dict(tomllib.loads(toml)).hash() == spec.hash()

@@ -95,7 +95,7 @@ class _Bar:
 @click.option("--workers", type=int, default=None,
               help="Ray workers. [default: one per GPU in the cluster, else its CPUs // --threads]")
 @model_access_options
-def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, store_path, protocol_file,
+def audit(model, task_spec, task_name, probes, budget, temperature, seed, limit, mlp_scan, store_path, protocol_file,
           run_id, new_run, device, dtype, device_map, offload_folder, batch_size, max_new_tokens, threads,
           ray_address, workers, trust_remote_code, allow_download):
     """Audit MODEL on TASK: realized (default decoding) vs reachable (some attempt of a probe) per
@@ -126,7 +126,7 @@ def audit(model, task_spec, probes, budget, temperature, seed, limit, mlp_scan, 
     protocol = protocol_of(protocol_file, probes=probes, budget=budget, temperature=temperature, seed=seed,
                            max_new_tokens=max_new_tokens)
     mlp_scan = pick_mlp_scan(mlp_scan, [p.name for p in protocol.probes], explicit=True)
-    task = load_task(task_spec)
+    task = load_task(task_spec, task_name)
     store = Store(store_path)
     if run_id is not None:        # refuse before spending time on the model
         check_given_run(store, run_id, task=task, protocol=protocol, limit=limit)

@@ -82,7 +82,7 @@ def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_s
 @model_access_options
 @click.option("--keymap", "keymap_file", type=click.Path(dir_okay=False), default=None,
               help='A TOML file of binding id = "key" (ids in the help screen), e.g. "filter.failure" = "F".')
-def open_(model, task_spec, store_path, run_id, probes, budget, temperature, seed, limit, mlp_scan, protocol_file,
+def open_(model, task_spec, task_name, store_path, run_id, probes, budget, temperature, seed, limit, mlp_scan, protocol_file,
           max_new_tokens, new_run, device, dtype, device_map, offload_folder, batch_size, threads, trust_remote_code,
           allow_download, keymap_file):
     """Open the app: browse an audit question by question, filter failure sets, silence MLP blocks or
@@ -118,7 +118,7 @@ def open_(model, task_spec, store_path, run_id, probes, budget, temperature, see
     protocol = protocol_of(protocol_file, probes=probes, budget=budget, temperature=temperature, seed=seed,
                            max_new_tokens=max_new_tokens)
     mlp_scan = pick_mlp_scan(mlp_scan, [p.name for p in protocol.probes], explicit=False)
-    task = load_task(task_spec)
+    task = load_task(task_spec, task_name)
     from reachtui.model.load import resolve_model
 
     resolve_model(model, allow_download=allow_download)   # a missing model is one line now, not in the app

@@ -92,10 +92,14 @@ protocol_options = _stack(
 
 
 def task_option(*, default: str | None = None, note: str = ""):
-    """--task: required unless a `default` is given; `note` is appended to the help."""
-    return click.option("--task", "task_spec", required=default is None, default=default,
-                        show_default=default is not None,
-                        help="`demo` or a JSONL file (GSM8K's `#### N` understood)." + note)
+    """--task (required unless a `default` is given; `note` is appended to the help) and --task-name."""
+    return _stack(
+        click.option("--task", "task_spec", required=default is None, default=default,
+                     show_default=default is not None,
+                     help="`demo` or a JSONL file (GSM8K's `#### N` understood)." + note),
+        click.option("--task-name", "task_name", default=None, metavar="NAME",
+                     help="What to call a JSONL task in the store and the tables [default: the file's stem, "
+                          "e.g. test for GSM8K's test.jsonl]."))
 
 
 store_option = click.option("--store", "store_path", type=click.Path(dir_okay=False), default=None,

@@ -1,0 +1,35 @@
+"""`reachtui protocol [RUN]`: a run's protocol as TOML that `--protocol FILE.toml` reads back, so a run's
+settings can be seen, kept beside a paper, and repeated (same protocol, same hash)."""
+
+from __future__ import annotations
+
+import click
+
+from reachtui.errors import ReachError
+
+
+@click.command("protocol")
+@click.argument("run", default="latest", metavar="[RUN]")
+@click.option("--store", "store_path", metavar="PATH", default=None,
+              help="Audit store (default: $REACHTUI_STORE or ./store/reachtui.sqlite).")
+def protocol(run, store_path) -> None:
+    """Print RUN's protocol (an id, or latest) as TOML: `reachtui audit ... --protocol FILE.toml` with it
+    makes runs matched with RUN (the same protocol hash).
+
+    \b
+      reachtui protocol 3 > gsm8k.toml
+      reachtui audit MODEL --task gsm8k.jsonl --protocol gsm8k.toml
+    """
+    from reachtui.commands.export import open_store
+    from reachtui.protocol import protocol_of_run, protocol_to_toml
+    from reachtui.tables import resolve_run
+
+    with open_store(store_path) as store:
+        run_id = resolve_run(store, run)
+        row = store.get_run(run_id)
+    spec = protocol_of_run(row)
+    if spec.hash() != row["protocol_hash"]:
+        raise ReachError(f"run {run_id} was stored with protocol {row['protocol_hash']}, which this reachtui "
+                         f"reads as {spec.hash()} (another version made it); its TOML would not match it")
+    click.echo(f"# run {run_id}: {row['model']} on {row['task']}, protocol {row['protocol_hash']}")
+    click.echo(protocol_to_toml(spec), nl=False)
