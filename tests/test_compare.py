@@ -121,7 +121,7 @@ def test_allow_unmatched_marks_every_output(store_path):
                       ("table", "WARNING: UNMATCHED PROTOCOLS")):
         out = _main("compare", "1", "3", "--store", str(store_path), "--allow-unmatched", "--format", fmt)
         assert out.returncode == 0
-        assert out.stdout.count(mark) == 2, fmt  # both tables (scores, transitions) are marked
+        assert out.stdout.count(mark) == 3, fmt  # every table (scores, transitions, categories) is marked
     out = _main("compare", "1", "3", "--store", str(store_path), "--allow-unmatched", "--list", "routes:kept")
     assert "WARNING: UNMATCHED PROTOCOLS" in out.stderr
 
@@ -148,3 +148,27 @@ def test_a_run_against_itself_changes_nothing(store_path):
         assert r["realized_delta"] == 0 and r["reachable_delta"] == 0
         assert r["realized_gained"] == r["realized_lost"] == r["reachable_gained"] == r["reachable_lost"] == 0
         assert r["realized_p"] == 1.0 and r["reachable_p"] == 1.0
+
+
+def test_categories_and_the_questions_table(store_path):
+    """Reach transitions under their names in the literature (preserved, expanded, shrunk, out-of-reach):
+    the categories view, `--list PROBE:CATEGORY`, and one row per question with both runs' status."""
+    from reachtui import tables as T
+    from reachtui.store import Store
+
+    with Store(store_path, readonly=True) as store:
+        comparison = T.compare_runs(store, 1, 2)
+    scores, trans, cats = T.compare_views(comparison)
+    row = dict(zip(cats.column_names, next(r for r in cats.rows if r[0] == "routes")))
+    cell = comparison.cells[("reachable", "routes")]
+    assert (row["preserved"], row["expanded"], row["shrunk"], row["out-of-reach"]) == (
+        len(cell["kept"]), len(cell["gained"]), len(cell["lost"]), len(cell["never"]))
+    assert comparison.list_table("routes:shrunk").rows == comparison.list_table("routes:lost").rows
+    qs = comparison.questions_table().dicts()
+    assert [r["question_id"] for r in qs] == list(comparison.status)
+    for r in qs:
+        expected = T.compare.CATEGORIES[next(c for c, ids in cell.items() if r["question_id"] in ids)]
+        assert r["category_routes"] == expected
+        assert r["reachable_routes_a"] == (expected in ("preserved", "shrunk"))
+    ids = _json(store_path, "1", "2", "--list", "routes:expanded").stdout.split()
+    assert ids == cell["gained"]

@@ -24,13 +24,13 @@ from reachtui.errors import ReachError
               help="Compare runs whose protocol hashes differ (a loud warning; every table is marked).")
 @click.option("--list", "list_spec", default=None, metavar="TRANSITION",
               help="Print the question ids of one transition cell: MEASURE:CELL with MEASURE realized, "
-                   "reachable (each probe) or a probe name, CELL gained, lost, kept or never; e.g. "
-                   "reachable:lost = reachable in A, not in B.")
+                   "reachable (each probe) or a probe name, CELL gained, lost, kept or never (for reach also "
+                   "expanded, shrunk, preserved, out-of-reach); e.g. reachable:lost = reachable in A, not in B.")
 @bootstrap_options
 def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec, bootstrap, bootstrap_seed) -> None:
     """Compare RUN_B against RUN_A (ids, or 'latest'): per probe realized and reachable in each, their
     deltas (B - A) with 95% paired-bootstrap intervals, the question-level transitions (gained, lost,
-    kept, never) and exact McNemar p-values. Runs must share a protocol hash; they are compared on the
+    kept, never; for reach: expanded, shrunk, preserved, out-of-reach) and exact McNemar p-values. Runs must share a protocol hash; they are compared on the
     questions both have.
 
     \b

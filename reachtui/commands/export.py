@@ -155,7 +155,8 @@ def _split_columns(columns: tuple[str, ...], columns_csv: str | None) -> list[st
 def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as_table, output, where, params,
            columns, columns_csv, order, limit, no_headers, ci, caption, latex_label, allow_unmatched, bootstrap,
            bootstrap_seed) -> None:
-    """Write TABLE of the audit store: summary, questions, attempts, passk, hits, mlp-scan or compare.
+    """Write TABLE of the audit store: summary, questions, attempts, passk, hits, mlp-scan, compare or
+    compare-questions (one row per question of two runs: realized in each, reach categories).
 
     Beside every reachability figure: the chance control (each question's attempts scored against
     another question's gold of the same answer stratum), excess = reachable - control, robust
@@ -191,8 +192,8 @@ def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as
                 raise ReachError("the audit store has no runs yet")
         else:
             run_ids = [T.resolve_run(store, r) for r in (runs or (None,))]
-        if name == "compare" and len(run_ids) != 2:
-            raise ReachError("the compare table needs two runs: --run A --run B (or use `reachtui compare A B`)")
+        if name.startswith("compare") and len(run_ids) != 2:
+            raise ReachError(f"the {name} table needs two runs: --run A --run B (or use `reachtui compare A B`)")
         table = T.build_table(store, name, run_ids, allow_unmatched=allow_unmatched, bootstrap=bootstrap,
                               seed=bootstrap_seed)
     finally:

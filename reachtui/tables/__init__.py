@@ -38,7 +38,7 @@ from reachtui.tables.summary import (SUMMARY_COLUMNS, SUMMARY_NOTE, closing, clo
                                      summary_lines, summary_rows, summary_table, summary_views)
 from reachtui.tables.table import Column, Table, select
 
-TABLES = ("summary", "questions", "attempts", "passk", "hits", "mlp-scan", "compare")
+TABLES = ("summary", "questions", "attempts", "passk", "hits", "mlp-scan", "compare", "compare-questions")
 
 __all__ = [
     "TABLES", "build_table", "Table", "Column", "select",
@@ -67,9 +67,10 @@ def build_table(source: Any, name: str, run_ids: Sequence[int], *, allow_unmatch
         return hits_table(source, run_ids)
     if name == "mlp-scan":
         return mlp_scan_table(source, run_ids)
-    if name == "compare":
+    if name in ("compare", "compare-questions"):
         if len(run_ids) != 2:
-            raise ReachError("the compare table needs two runs: --run A --run B")
-        return compare_table(source, run_ids[0], run_ids[1], allow_unmatched=allow_unmatched,
-                             bootstrap=bootstrap, seed=seed)
+            raise ReachError(f"the {name} table needs two runs: --run A --run B")
+        comparison = compare_runs(source, run_ids[0], run_ids[1], allow_unmatched=allow_unmatched,
+                                  bootstrap=bootstrap, seed=seed)
+        return comparison.table if name == "compare" else comparison.questions_table()
     raise ReachError(f"unknown table {name!r}; choose one of {', '.join(TABLES)}")

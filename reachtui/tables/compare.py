@@ -21,6 +21,11 @@ from reachtui.tables.source import ci_columns, connection, pivot_rows, run_info,
 from reachtui.tables.table import Column, Table
 
 CELLS = ("gained", "lost", "kept", "never")  # B vs A: gained = not in A, in B; lost = in A, not in B
+#: What the reachability transitions are called in the literature on RL training (the Invisible Leash
+#: paper, arXiv 2507.14843): a question reachable in both runs is preserved, only after training expanded,
+#: only before shrunk, in neither out of reach.
+CATEGORIES = {"kept": "preserved", "gained": "expanded", "lost": "shrunk", "never": "out-of-reach"}
+CELL_OF = {v: k for k, v in CATEGORIES.items()}
 
 
 def transition(a: bool, b: bool) -> str:
@@ -71,11 +76,40 @@ class Comparison:
     # (measure, probe) -> cell -> question ids in task order; measure "realized" (probe None) or
     # "reachable" (probe = the probe)
     cells: dict[tuple[str, str | None], dict[str, list[str]]]
+    # per compared question (task order): (realized A, realized B, (reachable A per probe), (... B per probe))
+    status: dict[str, tuple] | None = None
+
+    def cell_of(self, qid: str, measure: str = "realized", probe: str | None = None) -> str | None:
+        """The transition cell a question is in (None: not compared, or not known in a run)."""
+        key = (measure, None if measure == "realized" else probe)
+        return next((c for c, ids in self.cells.get(key, {}).items() if qid in ids), None)
+
+    def questions_table(self) -> Table:
+        """One row per compared question: realized in A and B and its transition, then per probe reachable in
+        A and B and the category (preserved, expanded, shrunk, out-of-reach)."""
+        cols = [Column("question_id", label="question"), Column("realized_a", "bool", label="realized A"),
+                Column("realized_b", "bool", label="realized B"), Column("realized", label="realized A→B")]
+        for p in self.probes:
+            cols += [Column(f"reachable_{p}_a", "bool", label=f"{p} A"), Column(f"reachable_{p}_b", "bool",
+                                                                               label=f"{p} B"),
+                     Column(f"category_{p}", label=f"{p} category")]
+        rows = []
+        for qid, (ra, rb, ha, hb) in (self.status or {}).items():
+            row = [qid, ra, rb, self.cell_of(qid)]
+            for i, p in enumerate(self.probes):
+                cell = self.cell_of(qid, "reachable", p)
+                row += [ha[i], hb[i], CATEGORIES.get(cell)]
+            rows.append(tuple(row))
+        a, b = self.run_a["run"], self.run_b["run"]
+        return Table("compare-questions", f"Questions, run {a} ({self.run_a['model']}) and run {b} "
+                     f"({self.run_b['model']})", cols, rows, notes=list(self.table.notes),
+                     warnings=list(self.table.warnings))
 
     def ids(self, measure: str, cell: str, probe: str | None = None) -> list[tuple[str | None, str]]:
         """[(probe, question id)] in a transition cell; `probe` None with "reachable" = every probe."""
         if cell not in CELLS:
-            raise ReachError(f"unknown transition {cell!r}; choose one of {', '.join(CELLS)}")
+            raise ReachError(f"unknown transition {cell!r}; choose one of {', '.join(CELLS)} (reachable: "
+                             f"{', '.join(CATEGORIES.values())})")
         if measure == "realized":
             return [(None, q) for q in self.cells[("realized", None)][cell]]
         if measure != "reachable":
@@ -94,8 +128,11 @@ class Comparison:
         measure, sep, cell = spec.strip().rpartition(":")
         if not sep or not measure:
             raise ReachError(
-                f"--list wants MEASURE:CELL (e.g. reachable:lost, realized:gained, routes:kept), not {spec!r}"
+                f"--list wants MEASURE:CELL (e.g. reachable:lost, realized:gained, routes:kept, sample:shrunk), "
+                f"not {spec!r}"
             )
+        if cell in CELL_OF and measure != "realized":     # a category: preserved, expanded, shrunk, ...
+            cell = CELL_OF[cell]
         probe = None
         if measure not in ("realized", "reachable"):
             measure, probe = "reachable", measure
@@ -235,7 +272,10 @@ def compare_runs(source: Any, run_a: int, run_b: int, *, allow_unmatched: bool =
     title = (f"Run {run_b} ({info_b['model']}) vs run {run_a} ({info_a['model']}) on {info_a['task']}: "
              f"Δ = B − A (95% paired bootstrap); transitions A→B; exact McNemar p")
     table = Table("compare", title, list(COMPARE_COLUMNS), rows, notes=notes, warnings=warnings)
-    return Comparison(info_a, info_b, matched, probes, len(common), table, cells)
+    status = {q: (None if sa[q][1] is None else bool(sa[q][1]), None if sb[q][1] is None else bool(sb[q][1]),
+                  tuple(None if h is None else bool(h) for h in sa[q][2:]),
+                  tuple(None if h is None else bool(h) for h in sb[q][2:])) for q in common}
+    return Comparison(info_a, info_b, matched, probes, len(common), table, cells, status)
 
 
 def compare_table(source: Any, run_a: int, run_b: int, *, allow_unmatched: bool = False,
@@ -286,4 +326,12 @@ def compare_views(comparison: Comparison) -> list[Table]:
         if r["probe"] is not None:
             trans.rows.append((f"reachable {r['probe']}", r["n"], r["reachable_gained"], r["reachable_lost"],
                                r["reachable_kept"], r["reachable_never"], r["reachable_p"]))
-    return [scores, trans]
+    views = [scores, trans]
+    if any(r["probe"] is not None for r in d):
+        cats = Table("compare-categories", f"Reach, run {a} to run {b}: preserved (both), expanded (only {b}), "
+                     f"shrunk (only {a}), out-of-reach (neither)",
+                     [Column("probe"), Column("n", "int")] + [Column(c, "int") for c in CATEGORIES.values()],
+                     [(r["probe"], r["n"], r["reachable_kept"], r["reachable_gained"], r["reachable_lost"],
+                       r["reachable_never"]) for r in d if r["probe"] is not None], warnings=list(t.warnings))
+        views.append(cats)
+    return views
