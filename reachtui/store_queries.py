@@ -84,6 +84,12 @@ class StoreQueries:
         row = self.conn.execute("SELECT max(id) FROM runs").fetchone()
         return None if row[0] is None else self.get_run(row[0])
 
+    def latest_complete_run(self, model: str) -> int | None:
+        """The id of the model's (by name) most recent complete run, or None."""
+        row = self.conn.execute("SELECT max(r.id) FROM runs r JOIN models m ON m.id = r.model_id "
+                                "WHERE m.name = ? AND r.status = 'complete'", (model,)).fetchone()
+        return None if row[0] is None else int(row[0])
+
     def find_run(self, model_id: int, task_id: int, protocol_hash: str, limit_n: int | None = None,
                  statuses: tuple[str, ...] | list[str] | None = None) -> dict | None:
         """The latest run of (model, task, protocol, limit) with one of `statuses` (any if None)."""

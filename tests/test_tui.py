@@ -545,6 +545,9 @@ async def test_help_shows_binding_ids_and_a_clashing_keymap_is_refused(stored, t
         text = "\n".join(screen_lines(app))
         for bid in ("app.quit", "table.down", "filter.failure", "filter.unreachable"):   # the first screenful
             assert bid in text
+    from reachtui.tui.actions import keymap_clash
+
+    assert keymap_clash({}) is None                                   # the default keys never clash
     km = tmp_path / "clash.toml"
     km.write_text('"filter.all" = "f"\n')
     with pytest.raises(ReachError, match="'f' would run both filter.all and filter.failure"):

@@ -80,11 +80,15 @@ def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_s
 @batch_size_option
 @threads_option("[default: $OMP_NUM_THREADS, else half the cores: on a busy machine fewer threads are much faster]")
 @model_access_options
+@click.option("--compare", "compare", nargs=2, default=None, metavar="A B",
+              help="Compare two runs (ids, or model names: the model's latest complete run) question by question, "
+                   "as `reachtui compare A B` does (no model is loaded).")
+@click.option("--allow-unmatched", is_flag=True, help="With --compare: compare runs whose protocols differ.")
 @click.option("--keymap", "keymap_file", type=click.Path(dir_okay=False), default=None,
               help='A TOML file of binding id = "key" (ids in the help screen), e.g. "filter.failure" = "F".')
 def open_(model, task_spec, task_name, store_path, run_id, probes, budget, temperature, seed, limit, mlp_scan, protocol_file,
           max_new_tokens, new_run, device, dtype, device_map, offload_folder, batch_size, threads, trust_remote_code,
-          allow_download, keymap_file):
+          allow_download, compare, allow_unmatched, keymap_file):
     """Open the app: browse an audit question by question, filter failure sets, silence MLP blocks or
     edit the layer route of a question and see the answer change, apply that to a whole set.
 
@@ -105,6 +109,11 @@ def open_(model, task_spec, task_name, store_path, run_id, probes, budget, tempe
     launch_kw = dict(device=device, dtype=dtype, device_map=device_map, offload_folder=offload_folder,
                      trust_remote_code=trust_remote_code, allow_download=allow_download)
     keymap = read_keymap(keymap_file) if keymap_file else None
+    if compare is not None:
+        if model is not None:
+            raise ReachError("--compare browses two stored runs: give no MODEL")
+        return _run_app(path, None, launch_kw, keymap=keymap,
+                        compare=compared_runs(path, compare, allow_unmatched), allow_unmatched=allow_unmatched)
     if model is None:
         check_browsable(path, run_id)
         from reachtui.tui.data import preload
@@ -129,6 +138,27 @@ def open_(model, task_spec, task_name, store_path, run_id, probes, budget, tempe
         job = make_audit_job(path, task, protocol, limit=limit, batch_size=batch_size, mlp_scan=mlp_scan,
                              new_run=new_run)
     return _run_app(path, run_id, dict(launch_kw, model=model, audit_job=job), keymap=keymap)
+
+
+def compared_runs(path: Path, specs: tuple[str, str], allow_unmatched: bool) -> tuple[int, int]:
+    """The two run ids `--compare A B` names (ids, 'latest', or model names), checked as `reachtui compare`
+    checks them (matched protocols unless allowed), before any UI."""
+    check_browsable(path, None)
+    from reachtui.store import Store
+    from reachtui.tables import compare_runs, resolve_run
+
+    with Store(path, readonly=True) as store:
+        ids = []
+        for spec in specs:
+            if spec.isdigit() or spec == "latest":
+                ids.append(resolve_run(store, spec))
+                continue
+            run_id = store.latest_complete_run(spec)
+            if run_id is None:
+                raise ReachError(f"--compare {spec}: not a run id, and no complete run of a model called {spec!r}")
+            ids.append(run_id)
+        compare_runs(store, ids[0], ids[1], allow_unmatched=allow_unmatched, bootstrap=0)
+    return ids[0], ids[1]
 
 
 def check_browsable(path: Path, run_id: int | None) -> None:
@@ -176,10 +206,10 @@ def read_keymap(path: str) -> dict[str, str]:
     return flat
 
 
-def _run_app(path: Path, run_id: int | None, launch_kw: dict, preloaded=None, keymap=None) -> None:
+def _run_app(path: Path, run_id: int | None, launch_kw: dict, preloaded=None, keymap=None, **kw) -> None:
     from reachtui.tui.app import Launch, ReachApp
 
-    app = ReachApp(path, run_id, launch=Launch(**launch_kw), preloaded=preloaded, keymap=keymap)
+    app = ReachApp(path, run_id, launch=Launch(**launch_kw), preloaded=preloaded, keymap=keymap, **kw)
     app.run()
     if app.return_code not in (None, 0):
         raise SystemExit(app.return_code)

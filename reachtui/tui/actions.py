@@ -21,7 +21,8 @@ class Action:
     key_display: str | None = None
     palette: str | None = None  # a command-palette title, for actions that take no state
     scope: str = "main"        # where it is bound: "global" (the App: any screen), "main" (the main
-                               # screen; "app." actions run on the App), "table" (the question table)
+                               # screen; "app." actions run on the App), "compare" (the comparison
+                               # view), "table" (the question table)
 
 
 ACTIONS: tuple[Action, ...] = (
@@ -62,6 +63,23 @@ ACTIONS: tuple[Action, ...] = (
            "Show/hide reachable beside its chance control, with 95% intervals, in the header", show=False),
     Action("export.csv", "E", "app.export('questions', 'csv')", "Export", "Write the table as filtered now to a CSV file"),
     Action("app.focus_next", "tab", "app.focus_next", "Focus", "Move the focus (question table, detail pane)", show=False),
+    Action("compare.all", "a", "compare_all", "All", "Every compared question", scope="compare"),
+    Action("compare.gained", "r", "compare_filter('realized', 'gained')", "Realized gained",
+           "Right by default in run B only", scope="compare"),
+    Action("compare.lost", "R", "compare_filter('realized', 'lost')", "Realized lost",
+           "Right by default in run A only", scope="compare"),
+    Action("compare.both_wrong", "w", "compare_filter('realized', 'never')", "Both wrong",
+           "Wrong by default in both runs", scope="compare"),
+    Action("compare.expanded", "e", "compare_filter('reachable', 'gained')", "Expanded",
+           "Reachable in run B only (press again for the next probe)", scope="compare"),
+    Action("compare.shrunk", "s", "compare_filter('reachable', 'lost')", "Shrunk",
+           "Reachable in run A only (press again for the next probe)", scope="compare"),
+    Action("compare.preserved", "p", "compare_filter('reachable', 'kept')", "Preserved",
+           "Reachable in both runs (press again for the next probe)", show=False, scope="compare"),
+    Action("compare.out_of_reach", "o", "compare_filter('reachable', 'never')", "Out of reach",
+           "Reachable in neither run (press again for the next probe)", show=False, scope="compare"),
+    Action("compare.charts", "v", "compare_charts", "Curves", "Both runs' pass@k and reachable@k on one chart",
+           scope="compare"),
     Action("table.down", "down,j", "cursor_down", "Down", "Next question", show=False, scope="table"),
     Action("table.up", "up,k", "cursor_up", "Up", "Previous question", show=False, scope="table"),
     Action("table.page_down", "pagedown,ctrl+f,ctrl+d", "page_down", "Page down", "A page down", show=False,
@@ -76,10 +94,14 @@ BY_ID = {a.id: a for a in ACTIONS}
 PALETTE_KEY = "ctrl+p"
 
 
+#: The scopes active together on each screen (with the question table focused).
+SCREENS = {"main": ("global", "main", "table"), "compare": ("global", "compare", "table")}
+
+
 def bindings(scope: str) -> list[Binding]:
-    """The bindings of one scope. The main screen repeats the global ones, so that its footer starts with
-    them (a screen's bindings come before the App's)."""
-    scopes = ("global", "main") if scope == "main" else (scope,)
+    """The bindings of one scope. A screen repeats the global ones, so that its footer starts with them (a
+    screen's bindings come before the App's)."""
+    scopes = ("global", scope) if scope in SCREENS else (scope,)
     return [Binding(a.keys, a.action, a.description, show=a.show, id=a.id, key_display=a.key_display,
                     tooltip=a.tooltip) for a in ACTIONS if a.scope in scopes]
 
@@ -95,17 +117,20 @@ def keys_of(action: Action, keymap: Mapping[str, str] | None = None) -> list[str
 
 
 def keymap_clash(keymap: Mapping[str, str]) -> str | None:
-    """One line naming two actions a keymap gives the same key (every binding can be active at once: the
-    table's, the main screen's and the App's), else None. Keys compare as Textual reads them ("?" is
+    """One line naming two actions a keymap gives the same key where both are active at once (on one screen:
+    its own, the table's and the App's), else None. Keys compare as Textual reads them ("?" is
     question_mark)."""
     keymap = App._normalize_keymap(dict(keymap))   # what App.set_keymap applies
-    owner: dict[str, str] = {}
-    for a in ACTIONS:
-        for key in keys_of(a, keymap):
-            if key in owner and owner[key] != a.id:
-                return (f"key {key!r} would run both {owner[key]} and {a.id}; map one of them to another key "
-                        f"too")
-            owner[key] = a.id
+    for scopes in SCREENS.values():
+        owner: dict[str, str] = {}
+        for a in ACTIONS:
+            if a.scope not in scopes:
+                continue
+            for key in keys_of(a, keymap):
+                if key in owner and owner[key] != a.id:
+                    return (f"key {key!r} would run both {owner[key]} and {a.id}; map one of them to another "
+                            f"key too")
+                owner[key] = a.id
     return None
 
 

@@ -61,8 +61,11 @@ class ReachApp(App[None]):
 
     def __init__(self, store: str | Path, run_id: int | None = None, *, launch: Launch | None = None,
                  export_dir: str | Path | None = None, preloaded: Any = None,
-                 keymap: dict[str, str] | None = None) -> None:
+                 keymap: dict[str, str] | None = None, compare: tuple[int, int] | None = None,
+                 allow_unmatched: bool = False) -> None:
         super().__init__()
+        self.compare = compare              # (run A, run B): the comparison view instead of the main screen
+        self.allow_unmatched = allow_unmatched
         self.keymap = dict(keymap or {})
         if keymap:
             self.set_keymap(keymap)  # binding id -> key(s), as Posting does
@@ -91,7 +94,14 @@ class ReachApp(App[None]):
         self.first_paint_s: float | None = None
         self.ready_at: float | None = None
 
-    def get_default_screen(self) -> MainScreen:
+    def get_default_screen(self):
+        if self.compare is not None:
+            from reachtui.tables import compare_runs
+            from reachtui.tui.screens.compare import CompareScreen
+
+            self._open_data()
+            a, b = self.compare
+            return CompareScreen(compare_runs(self.data.store, a, b, allow_unmatched=self.allow_unmatched))
         return MainScreen()
 
     @property

@@ -13,7 +13,7 @@ from typing import Any
 
 from reachtui.outcomes import first_hit, realized, repaired_broken
 from reachtui.probes.registry import EXPLORE, REALIZED, is_reach, ordered_names, realized_where
-from reachtui.tui.state import QRow
+from reachtui.tui.state import CRow, QRow
 
 
 @dataclass
@@ -127,6 +127,42 @@ class AuditData:
             entry = agg.get(key)
             reach, first = (tuple(entry[0]), tuple(entry[1])) if entry else empty
             out.append(QRow(key, qid, first_line(question), done.get(key), reach, first))
+        return out
+
+    # ---- a comparison of two runs ---------------------------------------------------------------------
+
+    def compare_rows(self, comparison) -> list[CRow]:
+        """One row per compared question (a `reachtui.tables.compare.Comparison`), in task order."""
+        from reachtui.tables.compare import CATEGORIES
+
+        text = dict(self.conn.execute(
+            "SELECT q.qid, q.question FROM run_questions rq JOIN questions q ON q.id = rq.question_id "
+            "WHERE rq.run_id = ?", (comparison.run_a["run"],)).fetchall())
+        out = []
+        for qid, (ra, rb, _ha, _hb) in (comparison.status or {}).items():
+            cats = tuple(CATEGORIES.get(comparison.cell_of(qid, "reachable", p)) for p in comparison.probes)
+            out.append(CRow(qid, qid, first_line(text.get(qid, "")), (ra, rb), cats))
+        return out
+
+    def compare_detail(self, comparison, qid: str) -> dict[str, Any]:
+        """The question (from run A's task) and, per run, its default attempt and the number of correct
+        attempts of each common probe."""
+        out: dict[str, Any] = {"runs": []}
+        for run in (comparison.run_a, comparison.run_b):
+            row = self.conn.execute(
+                "SELECT q.id, q.question, q.gold FROM run_questions rq JOIN questions q ON q.id = rq.question_id "
+                "WHERE rq.run_id = ? AND q.qid = ?", (run["run"], qid)).fetchone()
+            if row is None:
+                out["runs"].append(None)
+                continue
+            key, question, gold = row
+            out.setdefault("question", question)
+            out.setdefault("gold", gold)
+            hits = dict(self.conn.execute(
+                "SELECT probe, coalesce(sum(correct = 1), 0) || '/' || count(*) FROM attempts "
+                "WHERE run_id = ? AND question_id = ? GROUP BY probe", (run["run"], key)).fetchall())
+            out["runs"].append(dict(run=run["run"], model=run["model"], default=self.default_attempt(run["run"], key),
+                                    hits={p: hits.get(p) for p in comparison.probes}))
         return out
 
     # ---- sets -------------------------------------------------------------------------------------

@@ -111,3 +111,35 @@ def counters(rows: list[QRow], probes: tuple[str, ...], frozen: dict[str, int] |
     return Counters(len(rows), done, realized, reached, failure, attempted)
 
 
+
+
+@dataclass(slots=True)
+class CRow:
+    """A question of a comparison: realized in run A and B, and per common probe its reach category
+    (preserved, expanded, shrunk, out-of-reach; None when a run lacks its attempts)."""
+
+    key: str  # the task's question id (two runs are compared question by question by id)
+    qid: str
+    text: str
+    realized: tuple[bool | None, bool | None]
+    categories: tuple[str | None, ...]
+
+
+@dataclass(frozen=True)
+class CompareFilter:
+    """The comparison's rows a transition cell holds: `measure` realized (cell gained, lost, kept, never) or
+    reachable under `probe` (cell gained, lost, kept, never: expanded, shrunk, preserved, out-of-reach)."""
+
+    measure: str | None = None   # None: every question
+    cell: str | None = None
+    probe: str | None = None
+
+    def label(self) -> str:
+        if self.measure is None:
+            return "all compared questions"
+        if self.measure == "realized":
+            return {"gained": "realized gained (B only)", "lost": "realized lost (A only)",
+                    "kept": "realized in both", "never": "wrong in both"}[self.cell]
+        from reachtui.tables.compare import CATEGORIES
+
+        return f"{self.probe}: {CATEGORIES[self.cell]}"

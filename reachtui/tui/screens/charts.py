@@ -166,3 +166,58 @@ class ChartsScreen(Screen):
 
     def action_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
+
+
+class ComparisonChart(PlotextPlot):
+    """Both runs' budget curves per common probe on one plot (A braille, B dots), so a crossover shows."""
+
+    def __init__(self, curves: dict[str, tuple[list[float], list[float]]], title: str, **kw) -> None:
+        super().__init__(**kw)
+        self.curves = curves
+        self.title_text = title
+
+    def on_mount(self) -> None:
+        plt = self.plt
+        if not self.curves:
+            plt.title("the runs share no probe with a budget curve")
+            return
+        kmax = 1
+        for probe, (a, b) in self.curves.items():
+            estimator = "reachable@k" if registry.is_ordered(probe) else "pass@k"
+            for curve, who, marker in ((a, "A", "braille"), (b, "B", "dot")):
+                if curve:
+                    kmax = max(kmax, len(curve))
+                    plt.plot(list(range(1, len(curve) + 1)), [100 * v for v in curve], marker=marker,
+                             label=f"{probe} {estimator} run {who}", color=registry.get(probe).colour)
+        plt.xticks(_whole_ticks(kmax))
+        plt.title(self.title_text)
+        plt.xlabel("k (attempts)")
+        plt.ylabel("%")
+        plt.ylim(0, 100)
+
+
+def comparison_curves(data, comparison) -> dict[str, tuple[list[float], list[float]]]:
+    """{probe: (run A's curve, run B's curve)} for the probes both runs have, as the summary computes them."""
+    from reachtui.tables import summary_rows
+
+    per_run = []
+    for run in (comparison.run_a, comparison.run_b):
+        rows = summary_rows(data.store, run["run"])
+        per_run.append({r["probe"]: [v for v in (r["reachable_at_k"] or r["pass_at_k"] or []) if v == v]
+                        for r in rows[1:]})
+    return {p: (per_run[0].get(p, []), per_run[1].get(p, [])) for p in comparison.probes}
+
+
+class ComparisonChartScreen(Screen):
+    BINDINGS = [Binding("escape,q,v", "app.pop_screen", "Back", id="charts.back")]
+
+    def __init__(self, data, comparison) -> None:
+        super().__init__()
+        self.curves = comparison_curves(data, comparison)
+        a, b = comparison.run_a, comparison.run_b
+        self.title_text = (f"run {a['run']} {a['model']} (braille) vs run {b['run']} {b['model']} (dots): "
+                           f"where the curves cross, more attempts favour the other run")
+
+    def compose(self) -> ComposeResult:
+        yield ComparisonChart(self.curves, self.title_text)
+        yield Footer()

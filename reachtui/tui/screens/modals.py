@@ -30,6 +30,7 @@ SECTIONS = [
     ("Filters", ("filter.", "app.search", "app.clear_search")),
     ("Layers (live interventions)", ("layer.", "live.")),
     ("Views and export", ("view.", "export.")),
+    ("Comparison (reachtui open --compare A B)", ("compare.",)),
 ]
 
 

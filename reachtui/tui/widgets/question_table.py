@@ -197,6 +197,19 @@ class QuestionTable(ScrollView, can_focus=True):
             self._styles = styles
         return self._styles
 
+    def status_segments(self, row: QRow, cur: bool, styles) -> list[Segment]:
+        """The cells between the id and the question text: realized, then a glyph and first hit per probe."""
+        if row.realized is None:
+            out = [Segment(" … ", styles[("pending", cur)])]
+        elif row.realized:
+            out = [Segment(" ✓ ", styles[("realized", cur)])]
+        else:
+            out = [Segment(" ✗ ", styles[("unreached", cur)])]
+        for p in range(len(self.probes)):
+            status = cell_status(row, p)
+            out.append(Segment(probe_cell(status, row.first_hit[p]), styles[(status, cur)]))
+        return out
+
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         index = round(self.scroll_y) + y
@@ -206,14 +219,6 @@ class QuestionTable(ScrollView, can_focus=True):
         row = self.rows[index]
         cur = index == self.cursor
         segments = [Segment(f"{row.qid[:ID_WIDTH - 1]:<{ID_WIDTH}}", styles[("id", cur)])]
-        if row.realized is None:
-            segments.append(Segment(" … ", styles[("pending", cur)]))
-        elif row.realized:
-            segments.append(Segment(" ✓ ", styles[("realized", cur)]))
-        else:
-            segments.append(Segment(" ✗ ", styles[("unreached", cur)]))
-        for p in range(len(self.probes)):
-            status = cell_status(row, p)
-            segments.append(Segment(probe_cell(status, row.first_hit[p]), styles[(status, cur)]))
+        segments += self.status_segments(row, cur, styles)
         segments.append(Segment(" " + row.text, styles[("text", cur)]))
         return Strip(segments).adjust_cell_length(width, styles[("text", cur)]).apply_offsets(0, index)
