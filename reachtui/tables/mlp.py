@@ -61,6 +61,14 @@ def mlp_best(source: Any, run_id: int, *, by: str = "best") -> list[dict[str, An
     return [row for row in mlp_scan_table(source, [run_id]).dicts() if row[by]]
 
 
+def best_of(rows: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(the block with the most repairs, the best net block) among one set's scan rows; None for an
+    empty failure set."""
+    most = next((r for r in rows if r["best"]), None)
+    net = next((r for r in rows if r["best_net"]), None)
+    return None if most is None or net is None else (most, net)
+
+
 def mlp_lines(source: Any, run_id: int) -> list[str]:
     """One line per scanned failure set: the block with the most repairs and the best net block, what
     each repairs and what it breaks."""
@@ -68,10 +76,11 @@ def mlp_lines(source: Any, run_id: int) -> list[str]:
     out = []
     for name in dict.fromkeys(r["set"] for r in rows):
         mine = [r for r in rows if r["set"] == name]
-        if not mine[0]["failure_n"]:
+        best = best_of(mine)
+        if best is None:
             out.append(f"MLP scan on {name}: the failure set is empty (|R| = {mine[0]['realized_n']}): no best block")
             continue
-        most, net = next(r for r in mine if r["best"]), next(r for r in mine if r["best_net"])
+        most, net = best
         line = (f"MLP scan on {name} (|F| = {most['failure_n']}, |R| = {most['realized_n']}): most repairs = "
                 f"layer {most['layer']}: repairs {most['repaired']}/{most['failure_n']} "
                 f"({percent(most['repair_rate'])}%), breaks {most['broken']}/{most['realized_n']} "

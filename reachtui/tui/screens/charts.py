@@ -13,6 +13,7 @@ from textual.widgets import Footer, Static, TabbedContent, TabPane
 from textual_plotext import PlotextPlot
 
 from reachtui.probes import registry
+from reachtui.tables.mlp import best_of
 
 
 @dataclass
@@ -106,12 +107,12 @@ class MlpChart(_Chart):
         brk = [100.0 * (r["break_rate"] or 0.0) for r in cd.mlp]
         plt.multiple_bar(layers, [repair, brk], labels=["repair % (failure set)", "break % (realized set)"],
                          color=["green", "red"])
-        most = next((r for r in cd.mlp if r["best"]), None)
-        net = next((r for r in cd.mlp if r["best_net"]), None)
+        best = best_of(cd.mlp)
         title = f"MLP silencing scan on {cd.mlp_set} (|F|={cd.mlp[0]['failure_n']}, |R|={cd.mlp[0]['realized_n']})"
-        if most is None:
+        if best is None:
             title += " · empty failure set: no best block"
         else:
+            most, net = best
             title += (f" · most repairs: layer {most['layer']} ({most['repaired']} repaired, {most['broken']} broken)"
                       f" · best net: layer {net['layer']} ({net['net']:+d})")
         plt.title(title)
