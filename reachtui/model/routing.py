@@ -67,22 +67,18 @@ def _rebind_hooked_forward(new: nn.Module, module: nn.Module) -> None:
             return functools.partial(f.func, new, *f.args[1:], **f.keywords)
         return None
 
-    old = d.get("_old_forward")
-    if old is not None:
-        old = rebound(old)
-        if old is None:
-            raise ReachError(f"cannot route this model: {type(module).__name__} has an instance forward "
-                             "(_old_forward) that is not a method of the module")
-        object.__setattr__(new, "_old_forward", old)
-    fwd = d.get("forward")
-    if fwd is not None:
-        fwd = rebound(fwd)
-        if fwd is None:
-            raise ReachError(f"cannot route this model: {type(module).__name__} has an instance forward "
-                             "that reachtui cannot rebind to a clone (not an accelerate hook)")
-        if isinstance(fwd, functools.partial):
-            functools.update_wrapper(fwd, old if old is not None else type(module).forward.__get__(new))
-        object.__setattr__(new, "forward", fwd)
+    done = {}
+    for attr, why in (("_old_forward", "(_old_forward) that is not a method of the module"),
+                      ("forward", "that reachtui cannot rebind to a clone (not an accelerate hook)")):
+        if d.get(attr) is None:
+            continue
+        f = done[attr] = rebound(d[attr])
+        if f is None:
+            raise ReachError(f"cannot route this model: {type(module).__name__} has an instance forward {why}")
+        if attr == "forward" and isinstance(f, functools.partial):
+            old = done.get("_old_forward")
+            functools.update_wrapper(f, old if old is not None else type(module).forward.__get__(new))
+        object.__setattr__(new, attr, f)
 
 
 def _clone(module: nn.Module, position: int) -> nn.Module:
