@@ -6,7 +6,8 @@
    sys.modules. Target <= 1.0 s. With tmux present, also the same in a real terminal: spawn to the first
    table row visible in `tmux capture-pane` (polled every 10 ms).
 2. A live run on the demo model (model already loaded): one question under an edited intervention
-   (silence MLP + a route), through the same function the app's worker calls. Target <= 0.3 s on CPU.
+   (silence MLP + a route), through the engine job the app's worker runs (`reachtui.engine.live`).
+   Target <= 0.3 s on CPU.
 
     python tests/bench/bench_tui.py [--questions 10000] [--attempts 32] [--repeats 5] [--keep]
 """
@@ -106,8 +107,13 @@ def live_run(repeats: int, model: str = "demo") -> dict:
     from reachtui.model.run import Runner
     from reachtui.protocol import Protocol
     from reachtui.tasks import load_task
-    from reachtui.tui.app import live_generate
+    from dataclasses import asdict
+
+    from reachtui.engine.live import live_run as engine_live_run
     from reachtui.tui.intervention import Intervention
+
+    def live_generate(runner, protocol, question, iv):   # what the app's live-run worker does
+        return asdict(engine_live_run(runner, protocol, question, iv.route(), iv.silenced))
 
     t = time.perf_counter()
     runner = Runner(load_model(model, device="cpu"))
