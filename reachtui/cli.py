@@ -5,20 +5,30 @@ Nothing here imports torch, transformers or textual: `reachtui --help` must stay
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
 from click_default_group import DefaultGroup
 
 from reachtui import __version__
-from reachtui.errors import ReachError
+from reachtui.errors import EXIT_ENVIRONMENT, EXIT_INPUT, EXIT_INTERNAL, ReachError
+
+#: Set by `reachtui --debug` (or REACHTUI_DEBUG=1): errors show their traceback too.
+_debug = {"on": False}
 
 
 @click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="reachtui")
-def cli() -> None:
+@click.option("--debug", is_flag=True, help="Show the Python traceback of an error (after its one line).")
+def cli(debug: bool) -> None:
     """Audit a language model question by question: is the right answer realized by default,
-    or only reachable under a probe (sampling, layer routes, a silenced MLP block)?"""
+    or only reachable under a probe (sampling, layer routes, a silenced MLP block)?
+
+    Exit status: 0 done, 2 bad input, 3 the environment failed (disk full, read-only, damaged store),
+    1 an internal error (a bug: run with --debug for its traceback), 130 interrupted."""
+    if debug:
+        _debug["on"] = True
 
 
 # Command registration (each command module imports heavy libraries only inside its function).
@@ -42,24 +52,84 @@ cli.add_command(runs_cmd)
 cli.add_command(serve_cmd)
 
 
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
+def _lines_joined(exc: BaseException) -> str:
+    return " ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or type(exc).__name__
+
+
+def _fail(line: str, code: int) -> None:
+    if _debug["on"] and sys.exc_info()[0] is not None:
+        import traceback
+
+        traceback.print_exc()
+    click.echo(line, err=True)
+    sys.exit(code)
+
+
+def _environment_fault(exc: BaseException):
+    """An sqlite3 error or OSError that escaped the places that map them: the environment fault it is."""
+    import sqlite3
+
+    from reachtui.errors import os_fault, sqlite_fault
+
+    if isinstance(exc, sqlite3.Error):
+        from reachtui import store
+
+        return sqlite_fault(exc, store.LAST_OPENED or "(the audit store)")
+    if isinstance(exc, OSError):
+        return os_fault(exc, exc.filename or "the output")
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: a ReachError becomes one line on stderr and exit status 2."""
+    """Entry point, and the one place errors become one line on stderr: a ReachError (bad input) exits 2,
+    an environment fault 3, anything unexpected 1 (`--debug` shows the traceback)."""
+    _debug["on"] = os.environ.get("REACHTUI_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
+    args = sys.argv[1:] if argv is None else list(argv)
+    for arg in args:              # bytes that are not UTF-8 arrive as lone surrogates: nothing could store them
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            _fail(f"error: argument {shown!r} is not UTF-8 text", EXIT_INPUT)
     try:
-        cli.main(args=argv, prog_name="reachtui", standalone_mode=False)
-    except ReachError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+        cli.main(args=args, prog_name="reachtui", standalone_mode=False)
+    except ReachError as exc:      # EnvironmentFault (3) included
+        _fail(f"error: {_lines_joined(exc)}", getattr(exc, "exit_code", EXIT_INPUT))
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
-    except click.ClickException as exc:
+    except click.exceptions.NoArgsIsHelpError as exc:     # `reachtui` alone: its help, as click shows it
         exc.show()
         sys.exit(exc.exit_code)
+    except click.UsageError as exc:
+        command = exc.ctx.command_path if exc.ctx is not None else "reachtui"
+        _fail(f"error: {_one_line(exc.format_message()).rstrip('.')} (see {command} --help)", exc.exit_code)
+    except click.ClickException as exc:
+        _fail(f"error: {_one_line(exc.format_message())}", exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
+    except BrokenPipeError:       # `reachtui export ... | head`: the reader has gone, as with any pipe
+        try:
+            sys.stdout = open(os.devnull, "w")      # noqa: SIM115 - nothing more to flush at exit
+        except OSError:
+            pass
+        sys.exit(141)
+    except MemoryError:
+        _fail("error: out of memory (lower --batch-size or --max-new-tokens)", EXIT_ENVIRONMENT)
+    except Exception as exc:  # noqa: BLE001 - the one catch-all: a line, exit 1, the traceback with --debug
+        fault = _environment_fault(exc)
+        if fault is not None:
+            _fail(f"error: {_lines_joined(fault)}", fault.exit_code)
+        _fail(f"error: internal error: {type(exc).__name__}: {_one_line(exc)[:500]} "
+              f"(run with --debug for the traceback)", EXIT_INTERNAL)
 
 
 if __name__ == "__main__":

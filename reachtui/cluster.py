@@ -25,7 +25,7 @@ import threading
 import time
 from collections import deque
 
-from reachtui.errors import ReachError
+from reachtui.errors import EnvironmentFault, ReachError
 
 #: How often one call may lose its worker (and a worker may be restarted) before the run fails.
 RETRIES = 3
@@ -90,7 +90,10 @@ class Worker:
         loaded = self._runner().loaded
         return dict(name=loaded.name, path=str(loaded.path), model_class=loaded.arch.model_class,
                     num_layers=self.runner.num_layers, device=str(loaded.device), dtype=str(loaded.dtype),
-                    **runtime_info())
+                    max_positions=self.runner.max_positions, **runtime_info())
+
+    def prompt_lengths(self, prompts: list[str]) -> list[int]:
+        return self._runner().prompt_lengths(prompts)
 
     def suggest_batch_size(self, *args) -> tuple[int, str]:
         return self._runner().suggest_batch_size(*args)
@@ -138,7 +141,7 @@ class RayRunner:
 
     def __init__(self, model: str, *, address: str = "", workers: int | None = None, threads: int = 1,
                  device: str = "auto", dtype: str = "auto", trust_remote_code: bool = False,
-                 allow_download: bool = False) -> None:
+                 allow_download: bool = False, allow_pickle: bool = False) -> None:
         address = check_options(address, workers, device)
         if threads < 1:
             raise ReachError(f"--threads must be at least 1, not {threads}")
@@ -159,7 +162,8 @@ class RayRunner:
         try:
             self._start(model, workers, threads, device, dict(device=device, dtype=dtype,
                                                              trust_remote_code=trust_remote_code,
-                                                             allow_download=allow_download))
+                                                             allow_download=allow_download,
+                                                             allow_pickle=allow_pickle))
         except BaseException:
             self.close()
             raise
@@ -194,12 +198,17 @@ class RayRunner:
             raise ReachError(f"the Ray workers did not load the same model: {same[0]} vs {diff}")
         self.info = infos[0]
         self.num_layers = int(self.info["num_layers"])
+        self.max_positions = self.info.pop("max_positions", None)
         self.workers = workers
 
     def suggest_batch_size(self, *args) -> tuple[int, str]:
         """`Runner.suggest_batch_size` on every worker; the smallest (a job must fit on any of them)."""
         size, why = min(_get(self.ray, [a.suggest_batch_size.remote(*args) for a in self.actors]))
         return size, why if len(self.actors) == 1 else f"{why}; the least of {len(self.actors)} workers"
+
+    def prompt_lengths(self, prompts: list[str]) -> list[int]:
+        """Tokens of each prompt, counted by a worker's tokenizer (checked against `max_positions`)."""
+        return _get(self.ray, self.actors[0].prompt_lengths.remote(prompts))
 
     def run_calls(self, calls: list, cancel=None):
         """See `stream_calls` (the engine's seam: a runner with workers of its own)."""
@@ -227,6 +236,8 @@ def _get(ray, ref):
     try:
         return ray.get(ref)
     except ray.exceptions.RayTaskError as exc:
+        if isinstance(exc.cause, EnvironmentFault):      # out of memory on a worker: exit status 3 here too
+            raise EnvironmentFault(str(exc.cause)) from None
         if isinstance(exc.cause, ReachError):
             raise ReachError(str(exc.cause)) from None
         raise

@@ -1,5 +1,103 @@
-"""The one exception type that reaches the user as a single line (exit status 2), never a traceback."""
+"""The exceptions that reach the user as a single line, never a traceback (unless `reachtui --debug`).
+
+- `ReachError`: bad input or an impossible request; `error: <message>`, exit status 2.
+- `EnvironmentFault`: the machine, not the input: the disk is full, the store or an output file cannot
+  be written (read-only file system, immutable file, permissions), the store is damaged; exit status 3.
+  `DamagedStore` is the damaged-store case: its message says how to recover what is readable.
+
+`sqlite_fault` and `os_fault` turn the few sqlite3 / OSError failures that are environment faults into
+these, at the places where they arise (the store's connection and write path, `export -o`).
+"""
+
+from __future__ import annotations
+
+import errno
+import sqlite3
+from pathlib import Path
+
+#: Exit statuses: 0 done, 1 internal error (a bug: `--debug` shows its traceback), 2 bad input,
+#: 3 an environment fault, 130 interrupted.
+EXIT_INTERNAL = 1
+EXIT_INPUT = 2
+EXIT_ENVIRONMENT = 3
 
 
 class ReachError(Exception):
     """Bad input or an impossible request. The message is one line, shown as `error: <message>`."""
+
+    exit_code = EXIT_INPUT
+
+
+class EnvironmentFault(ReachError):
+    """The environment failed, not the input (disk full, read-only, permission denied, damaged store);
+    exit status 3. Nothing half-written is left: the transaction in flight was rolled back."""
+
+    exit_code = EXIT_ENVIRONMENT
+
+
+class DamagedStore(EnvironmentFault):
+    """The audit store's file is damaged (a corrupted page, not an SQLite database any more). Nothing is
+    ever written into it; the message says how to recover what is readable."""
+
+    def __init__(self, path, detail: str) -> None:
+        self.path = Path(path)
+        fixed = self.path.with_name(self.path.stem + "-recovered" + (self.path.suffix or ".sqlite"))
+        super().__init__(
+            f"the store {path} is damaged ({detail}); nothing was written to it. Recover what is readable "
+            f"into a new file with: sqlite3 {path} \".recover\" | sqlite3 {fixed} (then use --store {fixed})")
+
+
+# SQLite's primary result codes that mean the environment, not the query.
+_SQLITE_PERM, _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY = 3, 5, 6, 8
+_SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 10, 11, 13, 14, 26
+
+
+def _sqlite_code(exc: sqlite3.Error) -> int | None:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return int(code) & 0xFF
+    text = str(exc).lower()       # an error made by hand (tests) or by an older sqlite3 module
+    for needle, c in (("malformed", _SQLITE_CORRUPT), ("not a database", _SQLITE_NOTADB),
+                      ("disk is full", _SQLITE_FULL), ("readonly", _SQLITE_READONLY),
+                      ("read-only", _SQLITE_READONLY), ("unable to open", _SQLITE_CANTOPEN),
+                      ("disk i/o error", _SQLITE_IOERR), ("database is locked", _SQLITE_BUSY)):
+        if needle in text:
+            return c
+    return None
+
+
+def sqlite_fault(exc: BaseException, path) -> EnvironmentFault | None:
+    """The environment fault an sqlite3 error on the store at `path` is, or None (a real bug, or a bad
+    query: the caller decides)."""
+    if not isinstance(exc, sqlite3.Error):
+        return None
+    code = _sqlite_code(exc)
+    detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+        return DamagedStore(path, detail)
+    if code == _SQLITE_FULL:
+        return EnvironmentFault(f"the disk holding the store {path} is full ({detail}); nothing of the "
+                                f"transaction in flight was kept: free space and run the same command again")
+    if code in (_SQLITE_READONLY, _SQLITE_PERM, _SQLITE_CANTOPEN):
+        return EnvironmentFault(f"the store {path} cannot be written ({detail}: a read-only file system, an "
+                                f"immutable file or missing permissions on it or its folder)")
+    if code == _SQLITE_IOERR:
+        return EnvironmentFault(f"the store {path} could not be read or written ({detail}: a disk or file "
+                                f"system error)")
+    if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
+        return EnvironmentFault(f"the store {path} is locked by another process for longer than the wait "
+                                f"allowed ({detail}); try again when it has finished")
+    return None
+
+
+#: errno values that are environment faults when writing a file.
+_OS_FAULTS = {errno.ENOSPC: "no space left on the device", errno.EROFS: "read-only file system",
+              errno.EACCES: "permission denied", errno.EPERM: "operation not permitted",
+              errno.EDQUOT: "disk quota exceeded"}
+
+
+def os_fault(exc: BaseException, what) -> EnvironmentFault | None:
+    """The environment fault an OSError is while writing `what` (a path, or words), or None."""
+    if isinstance(exc, OSError) and exc.errno in _OS_FAULTS:
+        return EnvironmentFault(f"{what}: cannot write: {_OS_FAULTS[exc.errno]}")
+    return None

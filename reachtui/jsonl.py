@@ -2,7 +2,8 @@
 
 The one reader of task files (`reachtui.tasks`) and imported generations (`reachtui.engine.importing`):
 `objects(path)` yields (line number, object) for the file's non-blank lines, and anything unreadable
-fails with `ReachError` as `file:line: what` (not UTF-8 text, bad JSON, not an object). A byte-order
+fails with `ReachError` as `file:line: what` (not UTF-8 text, bad JSON, not an object, a lone surrogate
+escape). A byte-order
 mark at the start is allowed; a gzip file (by its .gz suffix or its magic bytes) is read through gzip
 unless the caller says otherwise.
 """
@@ -52,7 +53,18 @@ def parse(data: bytes, shown: str, *, gz: bool = True) -> Iterator[tuple[int, di
             raise ReachError(f"{shown}:{lineno}: bad JSON: {exc.msg} (column {exc.colno})") from None
         if not isinstance(obj, dict):
             raise ReachError(f"{shown}:{lineno}: expected a JSON object, not {type(obj).__name__}")
+        if "\\u" in line and not _is_text(obj):
+            raise ReachError(f"{shown}:{lineno}: an unpaired surrogate escape (\\ud800-\\udfff) is not text")
         yield lineno, obj
+
+
+def _is_text(obj) -> bool:
+    """No lone surrogate (from a JSON escape like \\ud800) anywhere in `obj`: it could not be stored."""
+    try:
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def objects(path: Path, shown: str | None = None, *, gz: bool = True) -> Iterator[tuple[int, dict]]:

@@ -24,6 +24,8 @@ PROBE_NAMES = tuple(registry.names())  # the probes a protocol may list, in orde
 ROUTES_MODES = ("shared", "per_question")
 CONTROL_STRATA = ("format", "none")
 DEFAULT_TEMPLATE = "Question: {question}\nAnswer:"
+#: The most attempts per question a probe may have (K): a plan of questions x K work items is built whole.
+MAX_BUDGET = 10_000
 CHAT_TEMPLATE = "{question}"
 
 
@@ -74,6 +76,8 @@ class ProbeSpec:
         _coerce(self, f"probe {self.name}: ")
         if self.budget < 1:
             raise ReachError(f"protocol: probe {self.name}: budget must be at least 1, not {self.budget}")
+        if self.budget > MAX_BUDGET:
+            raise ReachError(f"protocol: probe {self.name}: budget must be at most {MAX_BUDGET}, not {self.budget}")
         _check_decoding(self.temperature, self.top_p, f"probe {self.name}: ")
 
 
@@ -408,15 +412,24 @@ def protocol_from_options(
     specs = list(base.probes)
     if probes is not None:
         names = [n.strip() for n in (probes.split(",") if isinstance(probes, str) else probes)]
+        if not any(names):
+            raise ReachError(f"--probes {probes if isinstance(probes, str) else ','.join(probes)!r} names no probe "
+                             f"(--probes {registry.REALIZED.name} audits the default output alone)")
         names = [n for n in names if n and n != registry.REALIZED.name]
         unknown = [n for n in names if n not in PROBE_NAMES]
         if unknown:
             raise ReachError(f"unknown probe {unknown[0]!r} (known: realized, {', '.join(PROBE_NAMES)})")
         specs = [base.probe(n) or ProbeSpec(n) for n in dict.fromkeys(names)]
     if budget is not None:
+        if not specs:
+            raise ReachError(f"--budget {budget}: no probe to give it to (the audit runs {registry.REALIZED.name} "
+                             f"only)")
         specs = [replace(p, budget=budget) for p in specs]
     for key, v in (("temperature", temperature), ("top_p", top_p)):
         if v is not None:
+            if not any(p.name == registry.SAMPLE.name for p in specs):
+                raise ReachError(f"--{key.replace('_', '-')} {v} sets the {registry.SAMPLE.name} probe's decoding, "
+                                 f"but that probe is not in this audit")
             specs = [replace(p, **{key: v}) if p.name == registry.SAMPLE.name else p for p in specs]
     changes["probes"] = tuple(specs)
     for key, v in (("seed", seed), ("max_new_tokens", max_new_tokens), ("answer_format", answer_format),

@@ -6,6 +6,11 @@ URI, never creates or migrates). One `Store` per thread; a reader and a writer o
 by side (WAL, busy_timeout 5 s). `store.conn` is the plain sqlite3 connection, `store.db` its sqlite-utils
 view (made on first use, so a reader never imports sqlite-utils). Every write method is one transaction;
 `with store.transaction(): ...` makes several one.
+
+Faults of the environment are `EnvironmentFault`s (exit status 3), raised where they arise: a writer checks
+at opening that the file can be written and is intact (`PRAGMA quick_check`; a damaged store is
+`DamagedStore` and is never written to; `check=True` makes a reader check it too), and a failed write
+(disk full, read-only, damaged) rolls its transaction back whole and says so in one line.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reachtui.errors import ReachError
+from reachtui.errors import DamagedStore, ReachError, os_fault, sqlite_fault
 from reachtui.store_queries import StoreQueries
 from reachtui.store_schema import ATTEMPT_COLUMNS, FINISHED_STATUSES, NOW, RUN_SOURCES, RUN_STATUSES, migrate
 
@@ -26,6 +31,10 @@ if TYPE_CHECKING:
     from sqlite_utils import Database
 
 BUSY_TIMEOUT_MS = 5000
+
+#: The last store opened in this process: `reachtui.cli.main` names it when an sqlite3 error of a read
+#: (a damaged page met mid-query) reaches it.
+LAST_OPENED: Path | None = None
 
 def default_store_path() -> Path:
     """`$REACHTUI_STORE` if set, else `./store/reachtui.sqlite` (relative to the current directory)."""
@@ -42,6 +51,13 @@ def _looks_like_sqlite(path: Path) -> bool:
     return head == b"" or head == b"SQLite format 3\x00"
 
 
+def _on_readonly_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path.parent if str(path.parent) else ".").f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def _protocol_text(protocol: str | Mapping[str, Any]) -> str:
     if isinstance(protocol, str):
         return protocol
@@ -51,9 +67,14 @@ def _protocol_text(protocol: str | Mapping[str, Any]) -> str:
 class Store(StoreQueries):
     """The audit database. Writes are one transaction per call; reads are in `StoreQueries`."""
 
-    def __init__(self, path: str | os.PathLike | None = None, *, readonly: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike | None = None, *, readonly: bool = False,
+                 check: bool | None = None) -> None:
+        """`check`: run `PRAGMA quick_check` at opening (default: for a writer, which never writes into a
+        damaged store; a reader asked to check reports damage before it reads anything)."""
+        global LAST_OPENED
         self.path = Path(path) if path is not None else default_store_path()
         self.readonly = readonly
+        LAST_OPENED = self.path
         if readonly and not self.path.is_file():
             raise ReachError(f"no audit store at {self.path}")
         if self.path.is_dir():
@@ -64,22 +85,20 @@ class Store(StoreQueries):
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise ReachError(f"cannot create the folder for audit store {self.path}: "
-                                 f"{exc.strerror or exc}") from None
+                what = f"the folder of audit store {self.path}"
+                raise (os_fault(exc, what) or ReachError(f"cannot create {what}: {exc.strerror or exc}")) from None
         conn = None
         self._db: Database | None = None
         try:
-            if readonly:
-                conn = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True,
-                                       timeout=BUSY_TIMEOUT_MS / 1000)
-            else:
-                conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000)
-            self.conn = conn
+            conn = self.conn = self._connect(readonly)
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             conn.execute("PRAGMA foreign_keys = ON")
+            if (not readonly) if check is None else check:
+                self._check_intact()
             if not readonly:
                 self.db.enable_wal()
                 conn.execute("PRAGMA synchronous = NORMAL")
+                self._check_writable()
             migrate(conn, lambda: self.db, self.path, readonly=readonly)
         except ReachError:
             if conn is not None:
@@ -88,7 +107,47 @@ class Store(StoreQueries):
         except sqlite3.DatabaseError as exc:
             if conn is not None:
                 conn.close()
+            fault = sqlite_fault(exc, self.path)
+            if fault is not None:
+                raise fault from None
             raise ReachError(f"cannot open audit store {self.path}: {exc}") from None
+
+    def _connect(self, readonly: bool) -> sqlite3.Connection:
+        if not readonly:
+            return sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000)
+        uri = self.path.resolve().as_uri() + "?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            # A WAL store on a read-only file system cannot get its -shm file: nobody can write there, so
+            # the file is read as immutable.
+            if not _on_readonly_fs(self.path):
+                raise
+            conn.close()
+            conn = sqlite3.connect(uri + "&immutable=1", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        return conn
+
+    def _check_intact(self) -> None:
+        """`PRAGMA quick_check` (a pass over the file: about 0.2 s per 100 MB); DamagedStore if it fails."""
+        rows = [str(r[0]) for r in self.conn.execute("PRAGMA quick_check(4)").fetchall()]
+        if rows != ["ok"]:
+            lines = [line.strip() for r in rows for line in r.splitlines()]
+            problems = [line for line in lines if line and not line.startswith("*** in database")] or ["?"]
+            more = f", and {len(problems) - 1} more" if len(problems) > 1 else ""
+            raise DamagedStore(self.path, f"quick_check: {problems[0][:200]}{more}")
+
+    def _check_writable(self) -> None:
+        """A write that is rolled back: an immutable file or a read-only file system is told now, before
+        any work, not at the first attempt stored."""
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            conn.execute(f"PRAGMA user_version = {int(version)}")
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
 
     @property
     def db(self) -> Database:
@@ -118,7 +177,9 @@ class Store(StoreQueries):
     def transaction(self) -> Iterator[Store]:
         """One write transaction (BEGIN IMMEDIATE, so a second writer waits up to busy_timeout instead of
         failing mid-way); nested calls become savepoints. Every write method uses it, so several writes
-        inside `with store.transaction():` commit together or not at all."""
+        inside `with store.transaction():` commit together or not at all. A write or COMMIT that fails for
+        the environment (disk full, read-only, damaged store) is rolled back whole and raised as an
+        `EnvironmentFault`."""
         if self.readonly:
             raise ReachError(f"the audit store {self.path} is open read-only")
         conn = self.conn
@@ -126,20 +187,40 @@ class Store(StoreQueries):
             with self.db.atomic():
                 yield self
             return
-        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise self._fault(exc) from exc
         try:
             yield self
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+        except BaseException as exc:
+            self._rollback()
+            fault = sqlite_fault(exc, self.path) if isinstance(exc, sqlite3.Error) else None
+            if fault is not None:
+                raise fault from exc
             raise
         else:
             try:
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                self._commit()
+            except BaseException as exc:
+                self._rollback()
+                if isinstance(exc, sqlite3.Error):
+                    raise self._fault(exc) from exc
                 raise
+
+    def _commit(self) -> None:
+        """COMMIT (a seam: tests make it fail as a full disk would)."""
+        self.conn.execute("COMMIT")
+
+    def _rollback(self) -> None:
+        if self.conn.in_transaction:
+            try:
+                self.conn.execute("ROLLBACK")
+            except sqlite3.Error:      # SQLite rolls back itself after some errors (a full disk)
+                pass
+
+    def _fault(self, exc: sqlite3.Error) -> Exception:
+        return sqlite_fault(exc, self.path) or exc
 
     _write = transaction
 

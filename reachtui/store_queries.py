@@ -70,6 +70,8 @@ class StoreQueries:
 
     def get_run(self, run_id: int) -> dict:
         """The run row with its model's and task's fields; ReachError if there is no such run."""
+        if not -(2**63) <= int(run_id) < 2**63:        # no SQLite integer: no such run
+            raise ReachError(f"no run {run_id} in {self.path}")
         row = self._one("""
             SELECT r.*, m.name AS model, m.path AS model_path, m.model_class, m.num_layers,
                    t.name AS task, t.path AS task_path, t.sha256 AS task_sha256

@@ -27,6 +27,10 @@ REGISTRY = "probes/registry.py"
 NOT_PROBES = {
     ("protocol.py", "mcts"),                       # the protocol's [mcts] settings table
     ("tui/actions.py", "filter('realized')"),      # the app's "realized" filter (a view, not the probe)
+    # the comparison view's realized transitions (the measure `compare --list realized:CELL` names)
+    ("tui/actions.py", "compare_filter('realized', 'gained')"),
+    ("tui/actions.py", "compare_filter('realized', 'lost')"),
+    ("tui/actions.py", "compare_filter('realized', 'never')"),
 }
 
 

@@ -74,6 +74,24 @@ class _Bar:
         self.progress.update(tid, completed=ev.done, total=max(ev.total, 1), info=info)
 
 
+def print_closing(out, store, run_id: int) -> None:
+    """The closing table of a run and the notes under it (what `audit` prints when a run is done)."""
+    from reachtui.tables.formats import to_rich
+    from reachtui.tables.summary import closing
+
+    table, lines = closing(store, run_id)
+    out.print(to_rich(table, compact=True))
+    for line in lines:
+        out.print(line)
+    events = store.run_events(run_id)
+    sizes = [e["detail"] for e in events if e["kind"] == "batch_size"]
+    if sizes:
+        out.print(f"batch size {sizes[-1]}")
+    for e in events:
+        if e["kind"] == "out_of_memory":
+            out.print(f"[yellow]{e['detail']}[/]")
+
+
 @click.command("audit")
 @click.argument("model")
 @task_option()
@@ -82,8 +100,9 @@ class _Bar:
 @store_option
 @click.option("--run", "run_id", type=int, default=None,
               help="Continue this run (refused if the protocol differs). [default: the latest unfinished "
-                   "run of the same model, task, protocol and limit, else a new run]")
-@new_option("Start a new run even if an unfinished one matches.")
+                   "run of the same model, task, protocol and limit; else, if one is complete, show it; else "
+                   "a new run]")
+@new_option("Start a new run even if an unfinished or complete one matches.")
 @placement_options
 @batch_size_option
 @threads_option("On a machine shared with other jobs, 1 is often much faster than the default (one per core). "
@@ -97,12 +116,15 @@ class _Bar:
 @model_access_options
 def audit(model, task_spec, task_name, probes, budget, temperature, seed, limit, mlp_scan, store_path, protocol_file,
           run_id, new_run, device, dtype, device_map, offload_folder, batch_size, max_new_tokens, threads,
-          ray_address, workers, trust_remote_code, allow_download):
+          ray_address, workers, trust_remote_code, allow_download, allow_pickle):
     """Audit MODEL on TASK: realized (default decoding) vs reachable (some attempt of a probe) per
-    question; every attempt stored, resumable. MODEL is `demo`, a directory, or a cached HF id."""
+    question; every attempt stored, resumable. MODEL is `demo`, a directory, or a cached HF id.
+
+    Repeating the command of a complete run shows that run (nothing is generated); --new starts another."""
     from rich.console import Console
 
-    from reachtui.engine.audit import check_given_run, run_audit
+    from reachtui.engine.audit import check_given_run, completed_audit, holds_scan, run_audit
+    from reachtui.model.load import check_positions, check_weights, config_position_limit, model_name, resolve_model
     from reachtui.store import Store
     from reachtui.tasks import load_task
 
@@ -128,11 +150,27 @@ def audit(model, task_spec, task_name, probes, budget, temperature, seed, limit,
     mlp_scan = pick_mlp_scan(mlp_scan, [p.name for p in protocol.probes], explicit=True)
     task = load_task(task_spec, task_name)
     store = Store(store_path)
+    click.get_current_context().call_on_close(store.close)
+    out = Console()
+    done, whole = None, False
     if run_id is not None:        # refuse before spending time on the model
-        check_given_run(store, run_id, task=task, protocol=protocol, limit=limit)
+        if check_given_run(store, run_id, task=task, protocol=protocol, limit=limit)["status"] == "complete":
+            done, whole = run_id, holds_scan(store, run_id, mlp_scan)
+    elif not new_run:
+        done, whole = completed_audit(store, model_name=model_name(model), task=task, protocol=protocol,
+                                      limit=limit, mlp_scan=mlp_scan)
+    if done is not None and whole:     # the same command again: show the run, generate nothing
+        print_closing(out, store, done)
+        out.print(f"run {done}: already complete (protocol {protocol.hash()}); nothing generated - store "
+                  f"{store.path} (--new starts another run)")
+        return
+    if done is not None:          # complete, but without the MLP scan asked for: add it to that run
+        run_id = done
+    path = resolve_model(model, allow_download=allow_download)   # one line for a missing model, before loading
+    check_weights(path, model, allow_pickle)
+    check_positions(config_position_limit(model, allow_download=allow_download), protocol.max_new_tokens)
 
     err = Console(stderr=True)
-    out = Console()
     t_load = time.monotonic()
     if ray_address is None:
         from reachtui.model.load import load_model
@@ -140,7 +178,8 @@ def audit(model, task_spec, task_name, probes, budget, temperature, seed, limit,
 
         with err.status(f"loading {model} ..."):
             loaded = load_model(model, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
-                                allow_download=allow_download, device_map=device_map, offload_folder=offload_folder)
+                                allow_download=allow_download, device_map=device_map, offload_folder=offload_folder,
+                                allow_pickle=allow_pickle)
             runner = Runner(loaded)
         info = dict(name=loaded.name, path=str(loaded.path), model_class=loaded.arch.model_class,
                     **versions(loaded))
@@ -148,7 +187,8 @@ def audit(model, task_spec, task_name, probes, budget, temperature, seed, limit,
     else:
         with err.status(f"starting Ray workers, each loading {model} ..."):
             runner = _ray_runner(model, ray_address, protocol, workers=workers, threads=threads or 1, device=device,
-                                 dtype=dtype, trust_remote_code=trust_remote_code, allow_download=allow_download)
+                                 dtype=dtype, trust_remote_code=trust_remote_code, allow_download=allow_download,
+                                 allow_pickle=allow_pickle)
         info = runner.info
         where = f" on {runner.workers} Ray worker(s) of {info['threads']} thread(s)"
     err.print(f"model {info['name']} ({info['model_class']}, {runner.num_layers} layers, {info['device']}, "
@@ -187,20 +227,7 @@ def audit(model, task_spec, task_name, probes, budget, temperature, seed, limit,
     for line in getattr(runner, "losses", ()):
         err.print(f"[yellow]{line}[/]")
 
-    from reachtui.tables.formats import to_rich
-    from reachtui.tables.summary import closing
-
-    table, lines = closing(store, result.run_id)
-    out.print(to_rich(table, compact=True))
-    for line in lines:
-        out.print(line)
-    events = store.run_events(result.run_id)
-    sizes = [e["detail"] for e in events if e["kind"] == "batch_size"]
-    if sizes:
-        out.print(f"batch size {sizes[-1]}")
-    for e in events:
-        if e["kind"] == "out_of_memory":
-            out.print(f"[yellow]{e['detail']}[/]")
+    print_closing(out, store, result.run_id)
     verb = "resumed and " if result.resumed else ""
     out.print(f"run {result.run_id}: {verb}{result.status} in {wall:.1f}s ({result.generated} attempts generated "
               f"now) - store {store.path}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from reachtui.commands.export import bootstrap_options, emit, open_store, pick_format
+from reachtui.commands.export import bootstrap_options, check_output, emit, open_store, pick_format
 from reachtui.errors import ReachError
 
 
@@ -43,6 +43,8 @@ def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec, b
 
     explicit = fmt is not None
     fmt = pick_format(fmt, output, {}) if (explicit or output) else "table"
+    if output:
+        check_output(output)
     store = open_store(store_path)
     try:
         a, b = T.resolve_run(store, run_a), T.resolve_run(store, run_b)

@@ -14,17 +14,18 @@ from pathlib import Path
 
 import click
 
-from reachtui.errors import ReachError
+from reachtui.errors import EnvironmentFault, ReachError, os_fault
 
 _SUFFIX_FORMATS = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".ndjson": "ndjson", ".jsonl": "ndjson",
                    ".md": "md", ".tex": "latex", ".txt": "table"}
 
 
 def open_store(path: str | None):
-    """The audit store, read-only (--store, else $REACHTUI_STORE, else ./store/reachtui.sqlite)."""
+    """The audit store, read-only (--store, else $REACHTUI_STORE, else ./store/reachtui.sqlite), checked
+    first (`PRAGMA quick_check`): a damaged store is one line, not a table with rows missing."""
     from reachtui.store import Store, default_store_path
 
-    return Store(Path(path) if path else default_store_path(), readonly=True)
+    return Store(Path(path) if path else default_store_path(), readonly=True, check=True)
 
 
 def pick_format(fmt: str | None, output: str | None, shorthands: dict[str, bool]) -> str:
@@ -49,14 +50,33 @@ def pick_format(fmt: str | None, output: str | None, shorthands: dict[str, bool]
     return "table" if sys.stdout.isatty() else "csv"
 
 
-def write_atomic(path: str, text: str) -> None:
-    """Write `text` to `path` through a temporary file in the same folder and a rename: a reader never
-    sees half a file, and a failed export leaves the old file as it was."""
+def check_output(path: str) -> Path:
+    """The -o file's path, refused before any work when its folder is missing, it is a directory, or the
+    folder cannot be written (a read-only file system, permissions: exit status 3)."""
     target = Path(path).expanduser()
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
         raise ReachError(f"{path}: folder {folder} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    if target.is_dir():
+        raise ReachError(f"{path} is a directory, not a file")
+    if not os.access(folder, os.W_OK):
+        try:
+            readonly = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+        except OSError:
+            readonly = False
+        raise EnvironmentFault(f"{path}: cannot write: {'read-only file system' if readonly else 'permission denied'}")
+    return target
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write `text` to `path` through a temporary file in the same folder and a rename: a reader never
+    sees half a file, and a failed export leaves the old file as it was."""
+    target = check_output(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise (os_fault(exc, path) or ReachError(f"{path}: cannot write: {exc.strerror or exc}")) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             fh.write(text)
@@ -66,7 +86,7 @@ def write_atomic(path: str, text: str) -> None:
             os.unlink(tmp)
         except OSError:
             pass
-        raise ReachError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        raise (os_fault(exc, path) or ReachError(f"{path}: cannot write: {exc.strerror or exc}")) from None
 
 
 def emit(tables, fmt: str, output: str | None, **style) -> None:
@@ -76,6 +96,8 @@ def emit(tables, fmt: str, output: str | None, **style) -> None:
     from reachtui.tables.formats import DATA_FORMATS, render_many, to_rich
 
     tables = list(tables)
+    if output:       # the file first: a write that fails is then the only line
+        write_atomic(output, render_many(tables, fmt, **style))
     for t in tables:
         for w in dict.fromkeys(t.warnings):
             click.secho(f"WARNING: {w}", err=True, fg="red", bold=True)
@@ -83,7 +105,9 @@ def emit(tables, fmt: str, output: str | None, **style) -> None:
         for t in tables:
             for n in t.notes:
                 click.echo(f"note: {n}", err=True)
-    if fmt == "table" and output is None and sys.stdout.isatty():
+    if output:
+        return
+    if fmt == "table" and sys.stdout.isatty():
         from rich.console import Console
 
         console = Console()
@@ -92,11 +116,19 @@ def emit(tables, fmt: str, output: str | None, **style) -> None:
             for n in t.notes:
                 console.print(n, markup=False, highlight=False, style="dim")
         return
-    text = render_many(tables, fmt, **style)
-    if output:
-        write_atomic(output, text)
-    else:
-        click.echo(text, nl=False)
+    click.echo(render_many(tables, fmt, **style), nl=False)
+
+
+def _finite(value: float, name: str) -> float:
+    import math
+
+    if not math.isfinite(value):
+        raise ReachError(f"{name} must be a finite number of seconds, not {value}")
+    return value
+
+
+#: The most bootstrap replicates asked for (1000 by default): more would run for hours, not add precision.
+MAX_BOOTSTRAP = 100_000
 
 
 def bootstrap_options(command):
@@ -104,7 +136,8 @@ def bootstrap_options(command):
     command = click.option("--bootstrap-seed", "bootstrap_seed", type=click.IntRange(min=0), default=0,
                            show_default=True, metavar="S",
                            help="Seed of the bootstrap intervals (the same seed repeats them exactly).")(command)
-    return click.option("--bootstrap", "bootstrap", type=click.IntRange(min=0), default=1000, show_default=True,
+    return click.option("--bootstrap", "bootstrap", type=click.IntRange(0, MAX_BOOTSTRAP), default=1000,
+                        show_default=True,
                         metavar="B", help="Bootstrap replicates for the 95% intervals of gap, excess, retained "
                                           "and compare's Δs (0: leave those intervals empty).")(command)
 
@@ -134,12 +167,15 @@ def _split_columns(columns: tuple[str, ...], columns_csv: str | None) -> list[st
 @click.option("-o", "--output", default=None, metavar="FILE", help="Write to FILE (atomically) instead of stdout.")
 @click.option("--where", default=None, metavar="SQL",
               help="Keep rows matching this SQL condition over the table's columns, e.g. "
-                   "\"probe = 'routes' and gap > 0.1\".")
+                   "\"probe = 'routes' and gap > 0.1\" (run on a private copy; stopped after --where-timeout).")
 @click.option("-p", "--param", "params", multiple=True, type=(str, str), metavar="NAME VALUE",
               help="Named :parameters for --where.")
 @click.option("-c", "--column", "columns", multiple=True, metavar="NAME", help="A column to keep (repeatable).")
 @click.option("--columns", "columns_csv", default=None, metavar="A,B", help="Columns to keep, comma-separated.")
 @click.option("--order", default=None, metavar="SQL", help="Order rows, e.g. 'reachable desc'.")
+@click.option("--where-timeout", "where_timeout", type=click.FloatRange(min=0, min_open=True), default=10.0,
+              show_default=True, metavar="SECONDS", callback=lambda ctx, param, v: _finite(v, "--where-timeout"),
+              help="Stop --where/--order SQL that runs longer than this (an endless recursive CTE).")
 @click.option("--limit", type=int, default=None, help="At most this many rows.")
 @click.option("--no-headers", is_flag=True, help="Omit the header row (csv, tsv, md, latex).")
 @click.option("--ci", "ci", type=click.Choice(["column", "inline"]), default="column", show_default=True,
@@ -153,8 +189,8 @@ def _split_columns(columns: tuple[str, ...], columns_csv: str | None) -> list[st
               help="compare table only: compare runs whose protocols differ (every row is marked).")
 @bootstrap_options
 def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as_table, output, where, params,
-           columns, columns_csv, order, limit, no_headers, ci, caption, latex_label, allow_unmatched, bootstrap,
-           bootstrap_seed) -> None:
+           columns, columns_csv, order, where_timeout, limit, no_headers, ci, caption, latex_label,
+           allow_unmatched, bootstrap, bootstrap_seed) -> None:
     """Write TABLE of the audit store: summary, questions, attempts, passk, hits, mlp-scan, compare or
     compare-questions (one row per question of two runs: realized in each, reach categories).
 
@@ -182,6 +218,10 @@ def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as
                                     "table": as_table})
     if limit is not None and limit < 0:
         raise ReachError("--limit must be 0 or more")
+    if limit is not None:
+        limit = min(limit, 2**62)       # more rows than any table has (and still an SQLite integer)
+    if output:
+        check_output(output)
     store = open_store(store_path)
     try:
         if any(r.strip().lower() == "all" for r in runs):
@@ -200,7 +240,7 @@ def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as
         store.close()
     chosen = _split_columns(columns, columns_csv)
     table = select(table, columns=chosen, where=where,
-                     params=dict(params) if params else None, order=order, limit=limit)
+                     params=dict(params) if params else None, order=order, limit=limit, timeout=where_timeout)
     style = dict(headers=not no_headers, inline_ci=ci == "inline", caption=caption, label=latex_label)
     if name == "summary" and fmt == "table" and not chosen:
         emit(T.summary_views(table), fmt, output, **style)  # two narrower tables

@@ -24,7 +24,8 @@ from reachtui.errors import ReachError
 @click.option("--silence", default=None, metavar="LAYERS", help="Zero the MLP output of these layers, e.g. 3,5.")
 @click.option("--temperature", type=float, default=0.0, show_default=True, help="0 = greedy.")
 @click.option("--top-p", "top_p", type=float, default=1.0, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed (ignored when greedy).")
+@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True,
+              help="Sampling seed (ignored when greedy).")
 @click.option("--max-new-tokens", "max_new_tokens", type=int, default=48, show_default=True)
 @click.option("--stop", "stops", multiple=True, metavar="STR",
               help="Stop at this string (cut from the text); repeatable. \\n is a newline.")
@@ -33,24 +34,30 @@ from reachtui.errors import ReachError
 @placement_options
 @model_access_options
 def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_new_tokens, stops, template,
-             as_json, device, dtype, device_map, offload_folder, trust_remote_code, allow_download):
+             as_json, device, dtype, device_map, offload_folder, trust_remote_code, allow_download, allow_pickle):
     """Generate from PROMPT with MODEL (demo, a directory, or a cached Hugging Face id) and print the text
     and the extracted answer."""
     if max_new_tokens < 1:
         raise ReachError("--max-new-tokens must be at least 1")
-    if temperature < 0:
-        raise ReachError("--temperature must be >= 0")
+    if not math.isfinite(temperature) or temperature < 0:
+        raise ReachError(f"--temperature must be a finite number >= 0, not {temperature}")
     if not 0.0 < top_p <= 1.0:
         raise ReachError("--top-p must be in (0, 1]")
-    from reachtui.model.load import load_model
+    if any(not s for s in stops):
+        raise ReachError("--stop '': a stop string must not be empty (it would stop before the first token)")
+    from reachtui.model.load import (check_positions, check_weights, config_position_limit, load_model,
+                                     resolve_model)
     from reachtui.routes import format_route, parse_route, parse_silenced
 
     # Syntax first (descending ranges, junk), before the model is loaded; ranges are checked after.
     if route_spec is not None:
         parse_route(route_spec, 10**9, max_repeat=10**9)
     parse_silenced(silence, 10**9)
+    check_weights(resolve_model(model, allow_download=allow_download), model, allow_pickle)
+    check_positions(config_position_limit(model, allow_download=allow_download), max_new_tokens)
     loaded = load_model(model, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
-                        allow_download=allow_download, device_map=device_map, offload_folder=offload_folder)
+                        allow_download=allow_download, device_map=device_map, offload_folder=offload_folder,
+                        allow_pickle=allow_pickle)
     n = loaded.arch.num_layers
     route = parse_route(route_spec, n) if route_spec is not None else None
     silenced = parse_silenced(silence, n)

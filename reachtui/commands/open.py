@@ -26,13 +26,9 @@ from reachtui.errors import ReachError
 
 def model_name_for(spec: str) -> str:
     """The name `load_model` gives a model (what the store calls it), found without importing torch."""
-    if spec == "demo":
-        return "demo"
-    if Path(spec).expanduser().exists():
-        from reachtui.model.load import resolve_model
+    from reachtui.model.load import model_name
 
-        return str(resolve_model(spec))
-    return spec
+    return model_name(spec)
 
 
 def find_finished_run(store_path: Path, model: str, task, protocol, limit: int | None) -> int | None:
@@ -88,7 +84,7 @@ def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_s
               help='A TOML file of binding id = "key" (ids in the help screen), e.g. "filter.failure" = "F".')
 def open_(model, task_spec, task_name, store_path, run_id, probes, budget, temperature, seed, limit, mlp_scan, protocol_file,
           max_new_tokens, new_run, device, dtype, device_map, offload_folder, batch_size, threads, trust_remote_code,
-          allow_download, compare, allow_unmatched, keymap_file):
+          allow_download, allow_pickle, compare, allow_unmatched, keymap_file):
     """Open the app: browse an audit question by question, filter failure sets, silence MLP blocks or
     edit the layer route of a question and see the answer change, apply that to a whole set.
 
@@ -107,7 +103,7 @@ def open_(model, task_spec, task_name, store_path, run_id, probes, budget, tempe
 
         check_device_map(device_map, device, offload_folder)
     launch_kw = dict(device=device, dtype=dtype, device_map=device_map, offload_folder=offload_folder,
-                     trust_remote_code=trust_remote_code, allow_download=allow_download)
+                     trust_remote_code=trust_remote_code, allow_download=allow_download, allow_pickle=allow_pickle)
     keymap = read_keymap(keymap_file) if keymap_file else None
     if compare is not None:
         if model is not None:
@@ -128,13 +124,20 @@ def open_(model, task_spec, task_name, store_path, run_id, probes, budget, tempe
                            max_new_tokens=max_new_tokens)
     mlp_scan = pick_mlp_scan(mlp_scan, [p.name for p in protocol.probes], explicit=False)
     task = load_task(task_spec, task_name)
-    from reachtui.model.load import resolve_model
+    from reachtui.model.load import check_positions, check_weights, config_position_limit, resolve_model
 
-    resolve_model(model, allow_download=allow_download)   # a missing model is one line now, not in the app
+    # a missing model, pickled weights, a --max-new-tokens over its positions: one line now, not in the app
+    check_weights(resolve_model(model, allow_download=allow_download), model, allow_pickle)
+    check_positions(config_position_limit(model, allow_download=allow_download), protocol.max_new_tokens)
+    from reachtui.store import Store
+
+    if path.is_file():            # a damaged store is one line now, not a notification in the app
+        Store(path, readonly=True, check=True).close()
     if run_id is None and not new_run:
         run_id = find_finished_run(path, model, task, protocol, limit)
     job = None
     if run_id is None:
+        Store(path).close()       # the audit writes here: a read-only or damaged store is one line now
         job = make_audit_job(path, task, protocol, limit=limit, batch_size=batch_size, mlp_scan=mlp_scan,
                              new_run=new_run)
     return _run_app(path, run_id, dict(launch_kw, model=model, audit_job=job), keymap=keymap)
@@ -167,7 +170,7 @@ def check_browsable(path: Path, run_id: int | None) -> None:
         raise ReachError(f"no audit store at {path}: run `reachtui open demo` (or `reachtui audit ...`) first")
     from reachtui.store import Store
 
-    with Store(path, readonly=True) as store:
+    with Store(path, readonly=True, check=True) as store:   # a damaged store, too, is one line now
         if run_id is not None:
             store.get_run(run_id)
         elif store.latest_run() is None:
@@ -179,9 +182,13 @@ def read_keymap(path: str) -> dict[str, str]:
     import tomllib
 
     try:
-        raw = tomllib.loads(Path(path).read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ReachError(f"--keymap {path}: {exc}") from None
+        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ReachError(f"--keymap {path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ReachError(f"--keymap {path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ReachError(f"--keymap {path}: not valid TOML: {exc}") from None
     flat: dict[str, str] = {}
 
     def walk(prefix: str, d: dict) -> None:   # "filter.failure" = "F" parses as a nested table

@@ -60,10 +60,13 @@ placement_options = _stack(
                  help="Where a device map offloads weights to disk."),
 )
 
-#: --trust-remote-code, --allow-download.
+#: --trust-remote-code, --allow-download, --allow-pickle.
 model_access_options = _stack(
     click.option("--trust-remote-code", is_flag=True, help="Allow the model's own code (off by default)."),
     click.option("--allow-download", is_flag=True, help="Fetch the model from the Hugging Face hub if not cached."),
+    click.option("--allow-pickle", is_flag=True,
+                 help="Load a model whose weights are only pickles (pytorch_model.bin), which can run code when "
+                      "loaded. Off by default: safetensors only."),
 )
 
 
@@ -112,8 +115,8 @@ batch_size_option = click.option(
 
 
 def new_option(help: str):
-    """--new: the commands differ in which matching runs it passes over."""
-    return click.option("--new", "new_run", is_flag=True, help=help)
+    """--new (or --new-run): the commands differ in which matching runs it passes over."""
+    return click.option("--new", "--new-run", "new_run", is_flag=True, help=help)
 
 
 def threads_option(more: str):
@@ -148,11 +151,17 @@ mlp_scan_choice = _late(
 # -- checks -----------------------------------------------------------------------------------------
 
 
+#: The most CPU threads one process is given (--threads): beyond it, thread creation is the work.
+MAX_THREADS = 1024
+
+
 def at_least_one(**counts: int | None) -> None:
     """One line for a count option under 1 (`batch_size=0` is reported as --batch-size)."""
     for name, value in counts.items():
         if value is not None and value < 1:
             raise ReachError(f"--{name.replace('_', '-')} must be at least 1, not {value}")
+        if value is not None and value >= 2**62:       # stored with the run: an SQLite integer
+            raise ReachError(f"--{name.replace('_', '-')} {value} is too large")
 
 
 def set_threads(threads: int | None) -> None:
@@ -161,6 +170,8 @@ def set_threads(threads: int | None) -> None:
     if threads is None:
         return
     at_least_one(threads=threads)
+    if threads > MAX_THREADS:
+        raise ReachError(f"--threads {threads}: at most {MAX_THREADS}")
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(threads)
     if "torch" in sys.modules:        # already loaded in this process (a caller's): tell it directly

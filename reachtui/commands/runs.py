@@ -15,7 +15,7 @@ def runs(store_path, as_json):
     """List the audit runs in the store: model, task, protocol hash, status, progress."""
     from reachtui.store import Store
 
-    store = Store(store_path, readonly=True)
+    store = Store(store_path, readonly=True, check=True)
     try:
         rows = store.list_runs()
         if as_json:

@@ -4,6 +4,8 @@ Phases, in order: `realized`, the protocol's probes (each planned by its registr
 function), the freezing of the failure sets `failure:<probe>`, and optionally the MLP scan. A resumed run
 rebuilds the same plan, skips what is stored and so generates exactly the attempts that were lost, in
 the same batches. Cancel with a `threading.Event` (checked between calls): the run is left 'cancelled'.
+An environment fault mid-run (disk full, read-only store) loses only the transaction in flight: the run
+stays resumable ('failed' where that can still be written) and the same command finishes it later.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from reachtui.engine import mlp, phases
-from reachtui.engine.context import RunContext
+from reachtui.engine.context import RunContext, check_fits, stopped_by
 from reachtui.engine.progress import DONE, FAILURE_SETS, MLP_SCAN, Cancelled, Progress
-from reachtui.errors import ReachError
+from reachtui.errors import DamagedStore, EnvironmentFault, ReachError
 from reachtui.outcomes import failure_set_name
 from reachtui.probes import registry
 
@@ -104,6 +106,31 @@ def open_run(store, *, model_name: str, model_path: str | None, model_class: str
     return rid, False
 
 
+def completed_audit(store, *, model_name: str, task, protocol, limit: int | None = None,
+                    mlp_scan: str | None = None) -> tuple[int | None, bool]:
+    """What repeating an audit command finds: (the latest complete audit run of (model, task, protocol,
+    limit), whether it holds the MLP scan on failure:`mlp_scan` asked for), or (None, False) when there is
+    none or an unfinished run matches (the command resumes that one). No write."""
+    model_id, task_id = store.model_id(model_name), store.task_id(task.sha256)
+    if model_id is None or task_id is None:
+        return None, False
+    phash = protocol.hash()
+    if store.find_run(model_id, task_id, phash, limit, statuses=UNFINISHED) is not None:
+        return None, False
+    run = store.find_run(model_id, task_id, phash, limit, statuses=("complete",))
+    if run is None or run["source"] != "audit":
+        return None, False
+    return int(run["id"]), holds_scan(store, run["id"], mlp_scan)
+
+
+def holds_scan(store, run_id: int, mlp_scan: str | None) -> bool:
+    """Whether the run holds the MLP scan on failure:`mlp_scan` (True when no scan is asked for)."""
+    if mlp_scan is None:
+        return True
+    fs = store.get_failure_set(run_id, failure_set_name(mlp_scan))
+    return fs is not None and bool(store.mlp_scan(run_id, fs["id"]))
+
+
 def finished_run(store, *, model_name: str, task, protocol, limit: int | None = None) -> int | None:
     """The latest complete run of (model, task, protocol, limit) in the store, or None."""
     model_id, task_id = store.model_id(model_name), store.task_id(task.sha256)
@@ -166,9 +193,16 @@ class Audit:
         except KeyboardInterrupt:
             self.store.set_run_status(self.run_id, "cancelled")
             raise
-        except BaseException:
-            self.store.set_run_status(self.run_id, "failed")
-            raise
+        except BaseException as exc:
+            # Every stored attempt is whole (the transaction in flight was rolled back): the run is marked
+            # 'failed' where the store still takes a write, never in a damaged store; either way it resumes.
+            raised = stopped_by(exc, self.store, lambda: self.store.set_run_status(self.run_id, "failed"))
+            if isinstance(raised, EnvironmentFault) and not isinstance(raised, DamagedStore):
+                raised = EnvironmentFault(f"{raised} (run {self.run_id} stopped and is resumable: every attempt "
+                                          f"stored is kept, {ctx.generated} of them made now)")
+            if raised is exc:
+                raise
+            raise raised from exc
         else:
             self.store.set_run_status(self.run_id, "complete")
             result.status = "complete"
@@ -183,7 +217,11 @@ class Audit:
 def run_audit(store, runner, *, model_name: str, model_path: str | None = None, model_class: str | None = None,
               task, protocol, limit: int | None = None, run_id: int | None = None, batch_size: int | None = None,
               mlp_scan: str | None = None, on_event=None, cancel=None, versions=None, new: bool = False) -> AuditResult:
-    """Open (or resume) the run and execute it. See `open_run` and `Audit`."""
+    """Open (or resume) the run and execute it. See `open_run` and `Audit`. Prompts that do not fit the
+    model's positions are refused before the store is touched."""
+    questions = list(task.questions)[:limit] if limit is not None else list(task.questions)
+    check_fits(runner, [protocol.render_prompt(q.question, runner.tokenizer) for q in questions],
+               [str(q.id) for q in questions], protocol.max_new_tokens)
     rid, resumed = open_run(store, model_name=model_name, model_path=model_path, model_class=model_class,
                             num_layers=int(runner.num_layers), task=task, protocol=protocol, limit=limit,
                             run_id=run_id, versions=versions, new=new)

@@ -18,11 +18,47 @@ from contextlib import closing
 from reachtui.engine.plan import Call, Work, mixed_calls, split
 from reachtui.engine.progress import Cancelled, Progress
 from reachtui.engine.record import attempt_row
-from reachtui.errors import ReachError
+from reachtui.errors import DamagedStore, EnvironmentFault, ReachError, sqlite_fault
 from reachtui.generation import CallPool, Decoding
 from reachtui.probes import registry
 from reachtui.routes import Route
 from reachtui.seeds import derive_seed
+
+
+def stopped_by(exc: BaseException, store, mark_failed: Callable[[], None]) -> BaseException:
+    """What to raise after `exc` stopped a job on `store`, having marked the job failed (`mark_failed`)
+    where that is safe: never in a damaged store, and a store that no longer takes writes (disk full,
+    read-only) leaves it as it is (still resumable). An sqlite3 error that is a fault of the store becomes
+    its one-line EnvironmentFault."""
+    fault = exc if isinstance(exc, EnvironmentFault) else sqlite_fault(exc, store.path)
+    if not isinstance(fault, DamagedStore):
+        try:
+            mark_failed()
+        except EnvironmentFault:
+            pass
+    return exc if fault is None else fault
+
+
+def check_fits(runner, prompts: Sequence[str], names: Sequence[str], max_new_tokens: int) -> None:
+    """Refuse, before anything is generated or stored, a protocol whose prompts do not fit the model:
+    prompt tokens + max_new_tokens over the runner's `max_positions` (a runner that knows no limit, or
+    cannot count tokens, is not checked; the model runner checks again before every generation)."""
+    limit = getattr(runner, "max_positions", None)
+    if not limit:
+        return
+    if max_new_tokens >= limit:
+        raise ReachError(f"--max-new-tokens {max_new_tokens} does not fit the model's position limit of {limit} "
+                         f"tokens (prompt + generated tokens); nothing was generated")
+    lengths = getattr(runner, "prompt_lengths", None)
+    if lengths is None or not prompts:
+        return
+    over = [(name, n) for name, n in zip(names, lengths(list(prompts))) if n + max_new_tokens > limit]
+    if over:
+        name, n = max(over, key=lambda x: x[1])
+        more = f" ({len(over)} questions are too long)" if len(over) > 1 else ""
+        raise ReachError(f"question {name}: its prompt is {n} tokens, and with max_new_tokens {max_new_tokens} "
+                         f"that is {n + max_new_tokens}, over the model's position limit of {limit}{more}; "
+                         f"shorten it or lower --max-new-tokens (nothing was generated)")
 
 
 class RunContext:
@@ -50,6 +86,7 @@ class RunContext:
             raise ReachError(f"run {self.run_id} has no questions")
         self.fmt = self.protocol.answer_format
         self.prompts = [self.protocol.render_prompt(q["question"], runner.tokenizer) for q in self.questions]
+        check_fits(runner, self.prompts, [q["qid"] for q in self.questions], self.protocol.max_new_tokens)
         # questions in order of prompt length: a batch holds prompts of similar length, so little padding
         self.by_length = sorted(range(len(self.prompts)), key=lambda i: (len(self.prompts[i]), i))
         self.position = {q["question_id"]: pos for pos, q in enumerate(self.questions)}

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from reachtui.engine.context import RunContext
+from reachtui.engine.context import RunContext, stopped_by
 from reachtui.engine.plan import Work, jobs_by_questions, split
 from reachtui.engine.progress import APPLY, Cancelled, Progress
 from reachtui.outcomes import FAILURE_CANDIDATES_SQL, failure_set_name, repaired_broken
@@ -115,9 +115,11 @@ def apply(store, runner, run_id: int, probe: str, route: tuple[int, ...] | None,
     except Cancelled:
         store.update_exploration(eid, status="cancelled")
         return event("cancelled")
-    except BaseException:
-        store.update_exploration(eid, status="failed")
-        raise
+    except BaseException as exc:
+        raised = stopped_by(exc, store, lambda: store.update_exploration(eid, status="failed"))
+        if raised is exc:
+            raise
+        raise raised from exc
     state["repaired"], state["broken"] = counts(ctx, iv.probe, failure, realized)
     store.update_exploration(eid, n=state["done"], repaired=len(state["repaired"]), broken=len(state["broken"]),
                              status="complete")

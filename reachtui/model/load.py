@@ -1,7 +1,9 @@
 """Resolve MODEL (`demo`, a directory, or a Hugging Face id in the local cache) and load it.
 
-`resolve_model` imports neither torch nor transformers. Nothing is downloaded unless `allow_download`;
-`trust_remote_code` is off unless asked for.
+`resolve_model`, `check_weights` and `position_limit` import neither torch nor transformers. Nothing is
+downloaded unless `allow_download`; `trust_remote_code` is off unless asked for; pickled weights
+(`pytorch_model.bin`, which can run code when loaded) are refused unless `allow_pickle`: safetensors is the
+safe default.
 """
 
 from __future__ import annotations
@@ -119,6 +121,74 @@ def resolve_model(spec: str, allow_download: bool = False) -> Path:
     return Path(local)
 
 
+#: The weight files from_pretrained loads that are pickles (loading one can run code), and the safe format.
+PICKLE_WEIGHTS = ("pytorch_model*.bin",)
+SAFE_WEIGHTS = "*.safetensors"
+
+
+def check_weights(path: Path, spec: str, allow_pickle: bool = False) -> None:
+    """Refuse a model directory whose weights are only pickles (pytorch_model.bin and its shards) unless
+    `allow_pickle`: unpickling a file can run any code it holds. safetensors files are always preferred."""
+    path = Path(path)
+    if allow_pickle or not path.is_dir() or any(path.glob(SAFE_WEIGHTS)):
+        return
+    pickled = sorted(p.name for pattern in PICKLE_WEIGHTS for p in path.glob(pattern))
+    if pickled:
+        more = f" (+{len(pickled) - 1} more)" if len(pickled) > 1 else ""
+        raise ReachError(f"model {spec!r} has only pickled weights ({pickled[0]}{more}), which can run code when "
+                         "loaded: pass --allow-pickle if you trust them, or convert them to safetensors")
+
+
+#: Config fields that give the longest sequence (prompt + generated tokens) a model has positions for.
+POSITION_FIELDS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
+
+
+def position_limit(config) -> int | None:
+    """The model's position limit (tokens of prompt + generation) from its config (a dict or a config
+    object, its text config looked at too), or None when the config gives none."""
+    def get(obj, key):
+        return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+
+    for holder in (config, get(config, "text_config")):
+        if holder is None:
+            continue
+        for key in POSITION_FIELDS:
+            value = get(holder, key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return None
+
+
+def config_position_limit(spec: str, allow_download: bool = False) -> int | None:
+    """`position_limit` of MODEL's config.json, read before the model loads (None when it gives none);
+    ReachError for a config.json that is not a JSON object."""
+    path = resolve_model(spec, allow_download=allow_download)
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ReachError(f"{path}/config.json cannot be read: {_one_line(exc)}") from None
+    if not isinstance(config, dict):
+        raise ReachError(f"{path}/config.json is not a JSON object")
+    return position_limit(config)
+
+
+def check_positions(limit: int | None, max_new_tokens: int) -> None:
+    """--max-new-tokens against the model's position limit (the root of a huge KV-cache allocation)."""
+    if limit is not None and max_new_tokens >= limit:
+        raise ReachError(f"--max-new-tokens {max_new_tokens} does not fit the model's position limit of {limit} "
+                         f"tokens (prompt + generated tokens); give at most {limit - 1}, less the prompt's length")
+
+
+def model_name(spec: str) -> str:
+    """The name `load_model` gives a model (what the store calls it), found without importing torch:
+    `demo`, a directory's resolved path, else the Hugging Face id as given."""
+    if spec == "demo":
+        return "demo"
+    if Path(spec).expanduser().exists():
+        return str(resolve_model(spec))
+    return spec
+
+
 def _pick_device(device: str) -> str:
     import torch
 
@@ -192,7 +262,7 @@ def check_device_map(device_map, device: str, offload_folder) -> str | dict | No
             device_map = text.lower()
         elif text.lower().endswith(".json") or Path(text).expanduser().exists():
             try:
-                device_map = json.loads(Path(text).expanduser().read_text())
+                device_map = json.loads(Path(text).expanduser().read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
                 raise ReachError(f"device map file {text}: cannot be read ({_one_line(exc)})") from exc
             if not isinstance(device_map, dict):
@@ -277,13 +347,16 @@ def load_model(
     device_map: str | dict | None = None,
     offload_folder: str | None = None,
     max_memory: dict | None = None,
+    allow_pickle: bool = False,
 ) -> LoadedModel:
     """Resolve, load (eval mode, no progress bars) and discover the layers of a causal LM.
 
     With `device_map` (auto|balanced|balanced_low_0|sequential, a {module: device} dict, or a JSON file of
     one) the model is placed by accelerate (`from_pretrained(device_map=...)`: layers split over GPUs, or
-    offloaded to the CPU / `offload_folder` when they do not fit) instead of moved to one `device`."""
+    offloaded to the CPU / `offload_folder` when they do not fit) instead of moved to one `device`. A
+    directory with only pickled weights is refused unless `allow_pickle` (`check_weights`)."""
     path = resolve_model(spec, allow_download=allow_download)
+    check_weights(path, spec, allow_pickle)
     dmap = check_device_map(device_map, device, offload_folder)
     if dmap is None:
         dev = _pick_device(device)
@@ -291,9 +364,11 @@ def load_model(
         dev = _pick_device("auto")
     dt = _pick_dtype(dtype, dev)
     try:
-        raw = json.loads((path / "config.json").read_text())
+        raw = json.loads((path / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ReachError(f"{path}/config.json cannot be read: {_one_line(exc)}") from exc
+    if not isinstance(raw, dict):
+        raise ReachError(f"{path}/config.json is not a JSON object")
     if raw.get("auto_map") and not trust_remote_code and not raw.get("model_type"):
         raise ReachError(f"model {spec!r} needs its own code: pass --trust-remote-code if you trust it")
 
@@ -319,9 +394,9 @@ def load_model(
         )
     torch_dtype = getattr(torch, dt)
     try:
-        placement = {}
+        placement = {} if allow_pickle else {"use_safetensors": True}
         if dmap is not None:
-            placement = dict(device_map=dmap, offload_folder=offload_folder, max_memory=max_memory)
+            placement.update(device_map=dmap, offload_folder=offload_folder, max_memory=max_memory)
         model = AutoModelForCausalLM.from_pretrained(
             str(path), dtype=torch_dtype, trust_remote_code=trust_remote_code, local_files_only=True,
             **placement,
@@ -345,11 +420,6 @@ def load_model(
     from reachtui.model.layers import discover
 
     arch = discover(model)
-    if spec == "demo":
-        name = "demo"
-    elif Path(spec).expanduser().exists():
-        name = str(path)
-    else:
-        name = spec
+    name = "demo" if spec == "demo" else str(path) if Path(spec).expanduser().exists() else spec
     return LoadedModel(name=name, path=path, model=model, tokenizer=tokenizer, device=dev, dtype=dt, arch=arch,
                        device_map=placed)

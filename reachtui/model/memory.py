@@ -1,15 +1,23 @@
-"""Memory on the device: out-of-memory errors (the batch halves and is retried) and glibc's heap."""
+"""Memory on the device: out-of-memory errors, GPU or CPU (the batch halves and is retried), and glibc's heap."""
 
 from __future__ import annotations
 
 import torch
 
 
+#: What torch's allocators say when an allocation fails: CUDA's "out of memory", the CPU allocator's
+#: "DefaultCPUAllocator: can't allocate memory" (errno 12, ENOMEM).
+_OOM_TEXTS = ("out of memory", "can't allocate memory", "cannot allocate memory")
+
+
 def is_oom(exc: BaseException) -> bool:
+    """An allocation failure, on the GPU or on the CPU (a MemoryError too): the batch halves and is retried."""
+    if isinstance(exc, MemoryError):
+        return True
     oom = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", None)
     if oom is not None and isinstance(exc, oom):
         return True
-    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+    return isinstance(exc, RuntimeError) and any(t in str(exc).lower() for t in _OOM_TEXTS)
 
 
 def keep_freed_memory() -> bool:

@@ -5,8 +5,9 @@ length so batches carry little padding), and decodes with a hand-written increme
 model's own forward and a KV cache sized for the route (see routing.py for how a route is installed).
 Greedy or temperature sampling with top-p; one torch.Generator per prompt seeded with seeds[i], so a row's
 output does not depend on its batch companions. A row stops at EOS or at any stop string (cut from the
-text); the loop ends when every row has stopped or after max_new_tokens. On CUDA out-of-memory the batch
-size halves and the batch is retried.
+text); the loop ends when every row has stopped or after max_new_tokens. On out-of-memory (CUDA, or the
+CPU allocator) the batch size halves and the batch is retried; one prompt that does not fit is an error.
+A prompt whose tokens plus max_new_tokens exceed the model's position limit is refused before any work.
 
 Per prompt: text (special tokens dropped, cut at the first stop string), token ids (every generated
 token, the EOS or stop-completing token included), mean log-prob of those tokens under the un-tempered
@@ -20,7 +21,7 @@ import threading
 
 import torch
 
-from reachtui.errors import ReachError
+from reachtui.errors import EnvironmentFault, ReachError
 from reachtui.model import mixed as mixed_batch
 from reachtui.model import routing
 from reachtui.model.decode import decode, eos_ids
@@ -53,6 +54,10 @@ class Runner:
             pad = min(self.eos_ids) if self.eos_ids else 0
         self.pad_id = int(pad)
         self.batch_size_hint: int | None = None   # set when an out-of-memory error halved the batch
+        from reachtui.model.load import position_limit
+
+        #: prompt + generated tokens the model has positions for (None: its config gives no limit)
+        self.max_positions: int | None = position_limit(self.model.config) or position_limit(self.arch.config)
         on_gpu = self.device.type != "cpu"
         if not on_gpu:
             keep_freed_memory()
@@ -77,6 +82,25 @@ class Runner:
         bos = getattr(self.tokenizer, "bos_token", None)
         already = bool(bos) and prompt.startswith(bos)
         return list(self.tokenizer(prompt, add_special_tokens=not already)["input_ids"])
+
+    def prompt_lengths(self, prompts: list[str]) -> list[int]:
+        """Tokens of each prompt, as `encode` gives them (what counts against `max_positions`)."""
+        return [len(self.encode(p)) for p in prompts]
+
+    def _check_fits(self, encoded: list[list[int]], max_new_tokens: int) -> None:
+        """ReachError, before any work, if the longest prompt plus max_new_tokens exceeds max_positions."""
+        limit = self.max_positions
+        if limit is None or not encoded:
+            return
+        longest = max(len(e) for e in encoded)
+        if longest + max_new_tokens > limit:
+            raise ReachError(f"a prompt of {longest} tokens with max_new_tokens {max_new_tokens} needs {longest + max_new_tokens} "
+                             f"positions, more than the model's position limit of {limit}")
+
+    def _no_room(self, tokens: int, max_new_tokens: int, exc: BaseException) -> EnvironmentFault:
+        return EnvironmentFault(f"out of memory on {self.device} even for one prompt ({tokens} tokens + "
+                                f"{max_new_tokens} new tokens; {type(exc).__name__}): lower --max-new-tokens, "
+                                f"or use a device with more memory")
 
     def check_route(self, route) -> Route:
         if route is None:
@@ -183,6 +207,7 @@ class Runner:
             encoded = [self.encode(p) for p in prompts]
             if any(len(e) == 0 for e in encoded):
                 raise ReachError("a prompt encodes to no tokens")
+            self._check_fits(encoded, decoding.max_new_tokens)
             order = sorted(range(len(prompts)), key=lambda i: len(encoded[i]))
             results: list[list[Generation | None]] = [[None] * len(prompts) for _ in plans]
             reported: set[int] = set()
@@ -206,7 +231,7 @@ class Runner:
                     if not is_oom(exc):
                         raise
                     if bs == 1:
-                        raise ReachError("out of memory even at batch size 1") from exc
+                        raise self._no_room(len(encoded[chunk[0]]), decoding.max_new_tokens, exc) from None
                     bs = max(1, bs // 2)
                     self.batch_size_hint = bs
                     if torch.cuda.is_available():
@@ -238,14 +263,16 @@ class Runner:
             encoded = [self.encode(p) for p in prompts]
             if any(len(e) == 0 for e in encoded):
                 raise ReachError("a prompt encodes to no tokens")
+            self._check_fits([encoded[j] for k in live for j in rows[k]], dec.max_new_tokens)
             capacity = max(len(encoded[j]) for k in live for j in rows[k]) + dec.max_new_tokens
             per_token = self._kv_bytes_per_token()
+            cpu_bytes = self.mix_bytes      # lowered when a pack runs out of memory on the CPU
             start = 0
             while start < len(live):
                 # the next pack: as many interventions as the memory allows (on a GPU: batch_size rows)
                 pack, used = [], 0
-                limit = self.mix_bytes if self.device.type == "cpu" else max(1, min(batch_size, self.batch_size_hint
-                                                                                       or batch_size))
+                limit = cpu_bytes if self.device.type == "cpu" else max(1, min(batch_size, self.batch_size_hint
+                                                                                 or batch_size))
                 for k in live[start:]:
                     cost = (len(rows[k]) * capacity * len(plans[k][0]) * per_token if self.device.type == "cpu"
                             else len(rows[k]))
@@ -264,7 +291,11 @@ class Runner:
                     if torch.cuda.is_available():
                         torch.cuda.empty_cache()
                     if len(pack) > 1:
-                        self.batch_size_hint = max(1, used // 2)
+                        if self.device.type == "cpu":     # a smaller pack next time: half the bytes
+                            cpu_bytes = max(1, used // 2)
+                            self.batch_size_hint = max(1, sum(len(rows[k]) for k in pack) // 2)
+                        else:
+                            self.batch_size_hint = max(1, used // 2)
                         continue
                     route, silenced = plans[pack[0]]        # one intervention: generate halves its batches
                     gens = [self.generate([prompts[j] for j in rows[pack[0]]], route=route, silenced=silenced,

@@ -57,7 +57,7 @@ def resolve_run(source: Any, spec: str | int | None) -> int:
     if not text.isdigit():
         raise ReachError(f"run must be a run id or 'latest', not {text!r}")
     run_id = int(text)
-    if con.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+    if run_id >= 2**63 or con.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
         have = con.execute("SELECT min(id), max(id), count(*) FROM runs").fetchone()
         known = f"runs {have[0]}–{have[1]}" if have[2] else "no runs"
         raise ReachError(f"no run {run_id} in the audit store (it has {known})")

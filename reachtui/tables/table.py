@@ -6,6 +6,7 @@ and the notes and warnings that travel with it; and `select`, which applies --wh
 from __future__ import annotations
 
 import sqlite3
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
@@ -99,11 +100,13 @@ def select(
     params: dict[str, Any] | Sequence[Any] | None = None,
     order: str | None = None,
     limit: int | None = None,
+    timeout: float = 10.0,
 ) -> Table:
     """A new Table with only the rows matching `where` (SQL over the table's columns), only `columns`.
 
     The SQL runs against a private in-memory copy of the table's rows, never against the store, and
-    only one statement is accepted. Unknown columns or bad SQL raise ReachError.
+    only one statement is accepted. Unknown columns or bad SQL raise ReachError; so does SQL that runs
+    longer than `timeout` seconds (an endless recursive CTE) or makes a value over 16 MB (randomblob).
     """
     names = table.column_names
     if columns:
@@ -121,6 +124,9 @@ def select(
         idx = [names.index(c.name) for c in cols]
         return replace(table, columns=cols, rows=[tuple(r[i] for i in idx) for r in table.rows])
     con = sqlite3.connect(":memory:")
+    con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 16 << 20)
+    deadline = float("inf")
+    con.set_progress_handler(lambda: time.monotonic() > deadline, 10_000)   # true: interrupt the query
     try:
         con.execute(
             "CREATE TABLE t (" + ", ".join(_quote(n) for n in names) + ", __rowid INTEGER)"
@@ -136,9 +142,13 @@ def select(
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         try:
+            deadline = time.monotonic() + timeout     # the user's SQL, not the copy, has the time limit
             fetched = con.execute(sql, params or ()).fetchall()
         except (sqlite3.Error, sqlite3.Warning) as exc:
             what = "--where" if where else "--order"
+            if time.monotonic() > deadline:
+                raise ReachError(f"{what} for table {table.name} ran past its time limit of {timeout:g} s and "
+                                 f"was stopped (--where-timeout)") from None
             msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise ReachError(f"bad {what} for table {table.name}: {msg}") from None
     finally:

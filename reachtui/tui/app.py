@@ -47,6 +47,7 @@ class Launch:
     offload_folder: str | None = None
     trust_remote_code: bool = False
     allow_download: bool = False
+    allow_pickle: bool = False
     audit_job: Any = None
 
 
@@ -264,9 +265,13 @@ class ReachApp(App[None]):
                 try:
                     runner = load_runner(spec, device=launch.device, dtype=launch.dtype, device_map=launch.device_map,
                                          offload_folder=launch.offload_folder, allow_download=launch.allow_download,
-                                         trust_remote_code=launch.trust_remote_code)
-                except Exception:
-                    self.post_message(ModelState("failed to load (see the notification)"))
+                                         trust_remote_code=launch.trust_remote_code,
+                                         allow_pickle=launch.allow_pickle)
+                except Exception as exc:
+                    # said where it stays (header, layer strip), not only in a notification that fades
+                    text = str(exc) if isinstance(exc, ReachError) else f"{type(exc).__name__}: {exc}"
+                    line = text.splitlines()[0] if text.strip() else type(exc).__name__
+                    self.post_message(ModelState(f"failed to load: {line}", failed=True))
                     raise
                 loaded, self.runner = runner.loaded, runner
                 self.post_message(ModelState(
@@ -277,6 +282,10 @@ class ReachApp(App[None]):
     @on(ModelState)
     def _model_state(self, msg: ModelState) -> None:
         self.model_status = msg.text
+        if msg.failed:
+            from reachtui.tui.widgets.layer_strip import LayerStrip
+
+            self.main.query_one(LayerStrip).problem = msg.text
         iv = self.main.intervention
         if msg.num_layers and (iv is None or iv.num_layers != msg.num_layers):
             self.main.set_intervention(Intervention.identity(msg.num_layers))

@@ -28,9 +28,9 @@ class EngineProgress(Message):
 class ModelState(Message):
     """The model's state for the header (loading, ready, failed) and, once known, its layer count."""
 
-    def __init__(self, text: str, num_layers: int | None = None) -> None:
+    def __init__(self, text: str, num_layers: int | None = None, failed: bool = False) -> None:
         super().__init__()
-        self.text, self.num_layers = text, num_layers
+        self.text, self.num_layers, self.failed = text, num_layers, failed
 
 
 class LiveDone(Message):

@@ -29,6 +29,8 @@ class LayerStrip(Widget):
 
     intervention: reactive[Intervention | None] = reactive(None)
     position: reactive[int] = reactive(0)
+    #: why the layers are not known (the model failed to load), shown instead of waiting for them
+    problem: reactive[str | None] = reactive(None)
 
     def watch_intervention(self, iv: Intervention | None) -> None:
         """What the edited intervention does, on the strip's top border."""
@@ -41,6 +43,8 @@ class LayerStrip(Widget):
     def render(self) -> Text:
         iv = self.intervention
         if iv is None:
+            if self.problem:
+                return Text(f"layers: unknown, the model {self.problem}", style="bold red", overflow="fold")
             return Text("layers: (the model's layer count is not known yet)", style="dim", no_wrap=True,
                         overflow="ellipsis")
         counts = iv.counts()
