@@ -1,5 +1,5 @@
-"""`reachtui import FILE --task TASK`: a run made from recorded generations (jsonl or an lm-eval
---log_samples file), graded by reachtui's grader. The command parses its options, calls
+"""`reachtui import FILE --task TASK`: a run made from recorded generations (jsonl, an lm-eval
+--log_samples file or an Inspect log), graded by reachtui's grader. The command parses its options, calls
 `reachtui.engine.importing.import_file` (reading, checking, grading and the one write transaction live
 there) and prints the notes, the run's summary table and its id.
 
@@ -16,7 +16,8 @@ import click
 @click.option("--task", "task_spec", required=True, metavar="TASK",
               help="The task the generations answer: a JSONL file or 'demo'. Question ids match its ids.")
 @click.option("--format", "fmt", default=None, metavar="FORMAT",
-              help="jsonl (one attempt per line) or lm-eval (a --log_samples file); default: detected.")
+              help="jsonl (one attempt per line), lm-eval (a --log_samples file) or inspect (an Inspect AI "
+                   "log; needs reachtui[inspect]); default: detected (.eval is inspect).")
 @click.option("--model", default=None, metavar="NAME", help="Model name for the run (default: the file's name).")
 @click.option("--store", "store_path", metavar="PATH", default=None,
               help="Audit store (default: $REACHTUI_STORE or ./store/reachtui.sqlite).")
@@ -26,18 +27,23 @@ import click
               help="lm-eval: read this filter's rows (default: the first filter seen for each doc).")
 @click.option("--protocol", "protocol_path", default=None, metavar="FILE.toml",
               help="The protocol the generations were made under (makes the run comparable with audits).")
-def import_(file, task_spec, fmt, model, store_path, answer_format, filter_name, protocol_path) -> None:
+@click.option("--realized-epoch", type=int, default=None, metavar="N",
+              help="inspect: the epoch read as the realized output (default 1); all epochs are sample attempts.")
+def import_(file, task_spec, fmt, model, store_path, answer_format, filter_name, protocol_path,
+            realized_epoch) -> None:
     """Make a run from recorded generations in FILE, graded by reachtui's grader: realized vs reachable,
     failure sets and every table, without running a model.
 
     \b
       reachtui import generations.jsonl --task demo --model my-model
       reachtui import samples_gsm8k_2026-01-01.jsonl --task gsm8k.jsonl --format lm-eval --filter strict-match
+      reachtui import logs/2026-12-03_gsm8k_abc.eval --task gsm8k.jsonl --format inspect
     """
     from reachtui.engine.importing import import_file
 
     result = import_file(file, task_spec, fmt=fmt, model=model, store_path=store_path, answer_format=answer_format,
-                         filter_name=filter_name, protocol_path=protocol_path)
+                         filter_name=filter_name, protocol_path=protocol_path,
+                         realized_epoch=realized_epoch)
     for n in result.notes:
         click.echo(f"note: {n}", err=True)
     from reachtui import tables as T

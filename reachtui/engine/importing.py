@@ -1,7 +1,7 @@
 """Importing recorded generations: a run made from a file of outputs, graded by reachtui's grader, with no
 model. Pure Python (no torch, transformers, textual or click); `reachtui import` is its command.
 
-Two formats:
+Three formats:
 
 - `jsonl`: one attempt per line, `{"question_id", "probe", "attempt", "output"}` (optional
   `"mean_logprob"`, used by the log-prob blind selector). Probe `realized` (attempt 0) is the default
@@ -14,6 +14,8 @@ Two formats:
   is counted twice; the raw `resps` are graded, not lm-eval's filtered answers. The first response is
   the realized attempt and all responses are the `sample` probe. `doc_id` is the task's question id when
   every doc_id is one, else the 0-based position in the task file (lm-eval's own meaning).
+- `inspect`: an Inspect AI log (`.eval`/`.json`), read by inspect_ai itself (engine/inspect_log.py):
+  epochs are the `sample` attempts, one epoch (`--realized-epoch`, default 1) the realized output.
 
 Everything is read and checked first (unknown question ids, missing fields, bad JSON, duplicate or
 gapped attempt numbers: `file:line: what`); then one transaction writes the model, task, run (source
@@ -37,7 +39,7 @@ from reachtui.engine.record import graded
 from reachtui.errors import ReachError
 from reachtui.probes import registry
 
-IMPORT_FORMATS = ("jsonl", "lm-eval")
+IMPORT_FORMATS = ("jsonl", "lm-eval", "inspect")
 IMPORT_TEMPLATE = "[imported generations: prompt not recorded]\n{question}"
 
 
@@ -82,7 +84,9 @@ def _need(path: Path, i: int, obj: dict, key: str) -> Any:
 
 
 def detect_format(path: Path) -> str:
-    """lm-eval when the first record has a doc_id, jsonl otherwise."""
+    """inspect for a `.eval` file; lm-eval when the first record has a doc_id, jsonl otherwise."""
+    if path.suffix == ".eval":
+        return "inspect"
     for _i, obj in jsonl.objects(path):
         return "lm-eval" if "doc_id" in obj and "question_id" not in obj else "jsonl"
     raise ReachError(f"{path}: the file is empty")
@@ -239,7 +243,8 @@ def default_answer_format(task) -> str:
     return "choice" if any(getattr(q, "choices", None) for q in task.questions) else "number"
 
 
-def build_protocol(protocol_path: str | None, answer_format: str | None, task, budgets: dict[str, int]):
+def build_protocol(protocol_path: str | None, answer_format: str | None, task, budgets: dict[str, int],
+                   rule: str | None = None):
     from reachtui.protocol import Protocol, ProbeSpec, load_protocol_file
 
     if protocol_path:
@@ -261,7 +266,8 @@ def build_protocol(protocol_path: str | None, answer_format: str | None, task, b
         counts = [len(q.choices) for q in task.questions if getattr(q, "choices", None)]
         choices = max(counts) if counts and 2 <= max(counts) <= 26 else None
     probes = tuple(ProbeSpec(p, budget=k) for p, k in budgets.items())
-    return Protocol(template=IMPORT_TEMPLATE, answer_format=fmt, choices=choices, probes=probes)
+    template = IMPORT_TEMPLATE if rule is None else IMPORT_TEMPLATE.replace("]", f"; {rule}]", 1)
+    return Protocol(template=template, answer_format=fmt, choices=choices, probes=probes)
 
 
 def grade_records(records: list[Record], task, fmt: str) -> list[dict[str, Any]]:
@@ -323,7 +329,8 @@ def write_run(store, task, protocol, graded_rows: list[dict[str, Any]], *, model
 
 def import_file(path: str | Path, task_spec: str, *, fmt: str | None = None, model: str | None = None,
                 store_path: str | Path | None = None, answer_format: str | None = None,
-                filter_name: str | None = None, protocol_path: str | None = None) -> ImportResult:
+                filter_name: str | None = None, protocol_path: str | None = None,
+                realized_epoch: int | None = None) -> ImportResult:
     """Read, check and grade FILE against the task, then write one complete run in one transaction."""
     from reachtui.grading import FORMATS as ANSWER_FORMATS
     from reachtui.tasks import load_task
@@ -333,13 +340,24 @@ def import_file(path: str | Path, task_spec: str, *, fmt: str | None = None, mod
         raise ReachError(f"unknown import format {fmt!r}; choose one of {', '.join(IMPORT_FORMATS)}")
     if answer_format is not None and answer_format not in ANSWER_FORMATS:
         raise ReachError(f"unknown answer format {answer_format!r}; choose one of {', '.join(ANSWER_FORMATS)}")
-    if filter_name is not None and fmt == "jsonl":
-        raise ReachError("--filter is for lm-eval files")
     task = load_task(task_spec)
     fmt = fmt or detect_format(path)
-    parsed = read_jsonl(path, task) if fmt == "jsonl" else read_lm_eval(path, task, filter_name)
+    if filter_name is not None and fmt != "lm-eval":
+        raise ReachError("--filter is for lm-eval files")
+    if realized_epoch is not None and fmt != "inspect":
+        raise ReachError("--realized-epoch is for Inspect logs")
+    rule = None
+    if fmt == "inspect":
+        from reachtui.engine.inspect_log import read_inspect, realized_rule
+
+        parsed = read_inspect(path, task, realized_epoch or 1)
+        rule = realized_rule(realized_epoch or 1)
+    elif fmt == "jsonl":
+        parsed = read_jsonl(path, task)
+    else:
+        parsed = read_lm_eval(path, task, filter_name)
     budgets = check_complete(path, parsed.records)
-    protocol = build_protocol(protocol_path, answer_format, task, budgets)
+    protocol = build_protocol(protocol_path, answer_format, task, budgets, rule)
     rows = grade_records(parsed.records, task, protocol.answer_format)
     notes = list(parsed.notes) + target_mismatches(parsed, task, protocol.answer_format)
     has_realized = any(r.probe == registry.REALIZED.name for r in parsed.records)
@@ -349,9 +367,9 @@ def import_file(path: str | Path, task_spec: str, *, fmt: str | None = None, mod
     # Only now touch the store: one transaction, all or nothing.
     from reachtui.store import Store, default_store_path
 
-    model_name = model or path.name.removesuffix(".gz").removesuffix(".jsonl")
+    model_name = model or path.name.removesuffix(".gz").removesuffix(".jsonl").removesuffix(".eval")
     where = str(path) + (f" (lm-eval, filter {parsed.filter!r})" if fmt == "lm-eval" and parsed.filter
-                         else f" ({fmt})")
+                         else f" (inspect; {rule})" if rule else f" ({fmt})")
     with Store(Path(store_path) if store_path else default_store_path()) as store:
         run_id, question_ids, sets = write_run(store, task, protocol, rows, model_name=model_name,
                                                note=f"imported from {where}",

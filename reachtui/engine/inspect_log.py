@@ -1,0 +1,83 @@
+"""Reading an Inspect AI log (`.eval` or `.json`) for `reachtui import --format inspect`, through
+inspect_ai's own reader (the optional extra `reachtui[inspect]`). Pure Python: no torch or textual.
+
+Inspect runs each sample `epochs` times; reachtui reads the epochs as attempts of the `sample` probe
+(epoch e is attempt e-1), and one epoch, the first unless `--realized-epoch N`, as the realized output.
+The rule is written into the imported run's protocol (its template) and its note, so two imports under
+different rules never compare as matched. Samples are matched to the task's questions by their id; when
+a log's ids are Inspect's automatic 1, 2, 3, ... and the task has its own ids, they are positions in the
+task (1-based, Inspect's meaning). Samples that ended in an error have no output: they are graded wrong
+and counted in a note. Inspect's own scores are not read: reachtui's grader grades the completions.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from reachtui.errors import ReachError
+from reachtui.probes import registry
+
+
+def realized_rule(epoch: int) -> str:
+    return f"realized = epoch {epoch} of each Inspect sample; sample attempts = its epochs"
+
+
+def read_inspect(path: Path, task, realized_epoch: int = 1):
+    """The log's samples as import records (`reachtui.engine.importing.Parsed`)."""
+    from reachtui.engine.importing import Parsed, Record
+
+    try:
+        from inspect_ai.log import read_eval_log
+    except ImportError:
+        raise ReachError("reading Inspect logs needs inspect_ai: pip install 'reachtui[inspect]'") from None
+    if isinstance(realized_epoch, bool) or not isinstance(realized_epoch, int) or realized_epoch < 1:
+        raise ReachError(f"--realized-epoch must be an integer >= 1, not {realized_epoch!r}")
+    try:
+        log = read_eval_log(str(path))
+    except FileNotFoundError:
+        raise ReachError(f"{path}: no such file") from None
+    except Exception as exc:  # inspect_ai raises many kinds on a file that is not one of its logs
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ReachError(f"{path}: not a readable Inspect log ({first[:160]})") from None
+    samples = list(log.samples or [])
+    if not samples:
+        raise ReachError(f"{path}: the Inspect log has no samples (status {log.status})")
+    notes = []
+    if log.status != "success":
+        notes.append(f"the Inspect log's status is {log.status!r}: only its finished samples are read")
+
+    ids = [q.id for q in task.questions]
+    id_set = set(ids)
+    raw_ids = [s.id for s in samples]
+    if all(str(i) in id_set for i in raw_ids):
+        qid_of = {i: str(i) for i in raw_ids}
+    elif all(isinstance(i, int) and not isinstance(i, bool) and 1 <= i <= len(ids) for i in raw_ids):
+        qid_of = {i: ids[i - 1] for i in raw_ids}
+        notes.append(f"sample ids read as 1-based positions in task {task.name} (its questions have own ids)")
+    else:
+        bad = next(i for i in raw_ids if str(i) not in id_set)
+        raise ReachError(f"{path}: sample id {bad!r} is not a question of task {task.name}")
+
+    records, targets, seen, errored = [], [], {}, 0
+    epochs_of: dict[str, set[int]] = {}
+    for n, s in enumerate(samples, start=1):
+        qid, epoch = qid_of[s.id], int(s.epoch)
+        if (qid, epoch) in seen:
+            raise ReachError(f"{path}: sample {s.id!r} epoch {epoch} appears twice")
+        seen[(qid, epoch)] = n
+        epochs_of.setdefault(qid, set()).add(epoch)
+        output = s.output.completion if s.output is not None else ""
+        if s.error is not None:
+            errored += 1
+            output = ""
+        records.append(Record(n, qid, registry.SAMPLE.name, epoch - 1, output))
+        if epoch == realized_epoch:
+            records.append(Record(n, qid, registry.REALIZED.name, 0, output))
+            targets.append((n, qid, s.target))
+    short = sorted(q for q, e in epochs_of.items() if realized_epoch not in e)
+    if short:
+        raise ReachError(f"{path}: question {short[0]} has no epoch {realized_epoch} "
+                         f"(--realized-epoch; {len(short)} question(s) without it)")
+    if errored:
+        notes.append(f"{errored} Inspect sample(s) ended in an error: no output, graded wrong")
+    return Parsed(records, notes=notes, source="inspect", targets=targets)
