@@ -162,14 +162,18 @@ def position_limit(config) -> int | None:
 def config_position_limit(spec: str, allow_download: bool = False) -> int | None:
     """`position_limit` of MODEL's config.json, read before the model loads (None when it gives none);
     ReachError for a config.json that is not a JSON object."""
-    path = resolve_model(spec, allow_download=allow_download)
+    return position_limit(read_config(resolve_model(spec, allow_download=allow_download)))
+
+
+def read_config(path: Path) -> dict:
+    """The model directory's config.json as a dict; ReachError (one line) when unreadable or not an object."""
     try:
         config = json.loads((path / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ReachError(f"{path}/config.json cannot be read: {_one_line(exc)}") from None
     if not isinstance(config, dict):
         raise ReachError(f"{path}/config.json is not a JSON object")
-    return position_limit(config)
+    return config
 
 
 def check_positions(limit: int | None, max_new_tokens: int) -> None:
@@ -363,12 +367,7 @@ def load_model(
     else:
         dev = _pick_device("auto")
     dt = _pick_dtype(dtype, dev)
-    try:
-        raw = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ReachError(f"{path}/config.json cannot be read: {_one_line(exc)}") from exc
-    if not isinstance(raw, dict):
-        raise ReachError(f"{path}/config.json is not a JSON object")
+    raw = read_config(path)
     if raw.get("auto_map") and not trust_remote_code and not raw.get("model_type"):
         raise ReachError(f"model {spec!r} needs its own code: pass --trust-remote-code if you trust it")
 
