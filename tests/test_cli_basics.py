@@ -60,4 +60,4 @@ def test_audit_and_open_list_every_shared_option_with_its_help():
         assert all(f" {flag} " in text or f" {flag}," in text for flag in shared), text
         assert ", ".join(registry.names()) in text   # --probes, from the registry
     assert "PROBE|auto|none" in helps["open"] and "[PROBE]" in helps["audit"]
-    assert "half the cores" in helps["open"] and "With --ray: per worker" in helps["audit"]
+    assert "at most half" in helps["open"] and "less the load average" in helps["audit"] and "With --ray: per worker" in helps["audit"]

@@ -105,7 +105,7 @@ def print_closing(out, store, run_id: int) -> None:
 @new_option("Start a new run even if an unfinished or complete one matches.")
 @placement_options
 @batch_size_option
-@threads_option("On a machine shared with other jobs, 1 is often much faster than the default (one per core). "
+@threads_option("[default: $OMP_NUM_THREADS, else the free cores: the cores less the load average, at least 1] "
                 "With --ray: per worker, default 1.")
 @click.option("--ray", "ray_address", is_flag=False, flag_value="", default=None, metavar="[ADDRESS]",
               help="Generate on Ray workers (one model per GPU, else per --threads CPUs); this process grades "

@@ -74,7 +74,7 @@ def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_s
 @new_option("Start a new audit run even if one matches.")
 @placement_options
 @batch_size_option
-@threads_option("[default: $OMP_NUM_THREADS, else half the cores: on a busy machine fewer threads are much faster]")
+@threads_option("[default: $OMP_NUM_THREADS, else the free cores (cores less the load average), at most half]")
 @model_access_options
 @click.option("--compare", "compare", nargs=2, default=None, metavar="A B",
               help="Compare two runs (ids, or model names: the model's latest complete run) question by question, "
@@ -92,11 +92,7 @@ def open_(model, task_spec, task_name, store_path, run_id, probes, budget, tempe
     store already has a finished run for it; without MODEL, browse the store (no model is loaded)."""
     from reachtui.store import default_store_path
 
-    if threads is None and "OMP_NUM_THREADS" not in os.environ:
-        # An interactive app shares the machine with its own UI thread (and, here, with other jobs): half
-        # the cores. Measured on a busy 2-core machine: a live run took 2.3 s on 2 threads, 0.06 s on 1.
-        threads = max(1, (os.cpu_count() or 2) // 2)
-    set_threads(threads)   # torch loads later, in a worker: the environment is read then
+    set_threads(threads, interactive=True)   # torch loads later, in a worker: the environment is read then
     path = Path(store_path) if store_path else default_store_path()
     if device_map is not None or offload_folder is not None:   # one line now, not a notification in the app
         from reachtui.model.load import check_device_map
