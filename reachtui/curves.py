@@ -2,7 +2,8 @@
 
 pass@k (Chen et al. 2021): with n attempts of which c are correct, the probability that a random subset of
 k attempts holds at least one correct one: 1 - C(n-c, k) / C(n, k). Computed as a product, never with the
-huge binomials: 1 - prod_{i=n-c+1}^{n} (1 - k / i), and 1.0 when n - c < k. NaN when n < k (too few
+huge binomials: 1 - prod_{j=0}^{k-1} (n - c - j) / (n - j), and 1.0 when n - c < k; every k of a question
+in one pass. NaN when n < k (too few
 attempts to say), as Inspect AI does. For probes whose attempts are exchangeable (sample).
 
 reachable@k: for probes whose attempts come in a fixed order (routes, MCTS; `registry.Probe.ordered`),
@@ -27,12 +28,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
         raise ValueError(f"pass_at_k needs 0 <= c <= n and k >= 1 (got n={n}, c={c}, k={k})")
     if n < k:
         return math.nan
-    if n - c < k:
-        return 1.0
-    prod = 1.0
-    for i in range(n - c + 1, n + 1):
-        prod *= 1.0 - k / i
-    return 1.0 - prod
+    return pass_at_every_k(n, c, upto=k)[-1]
 
 
 def mean_pass_at_k(counts: Iterable[tuple[int, int]], k: int) -> float:
@@ -43,25 +39,35 @@ def mean_pass_at_k(counts: Iterable[tuple[int, int]], k: int) -> float:
     return math.fsum(values) / len(values)
 
 
+def pass_at_every_k(n: int, c: int, upto: int | None = None) -> list[float]:
+    """[pass@k for k = 1..n (or ..upto)] of one question, in O(n): the miss ratio C(n-c, k) / C(n, k) is
+    carried from k - 1 to k by one factor (n - c - k + 1) / (n - k + 1), and is 0 once k > n - c."""
+    out, miss = [], 1.0
+    for k in range(1, (n if upto is None else upto) + 1):
+        miss = miss * (n - c - k + 1) / (n - k + 1) if n - c >= k else 0.0
+        out.append(1.0 - miss)
+    return out
+
+
 def curve_points(ordered: bool, groups: Sequence[Group]) -> list[tuple[int, float, int]]:
     """[(k, value, questions counted)] for k = 1..max n. A question counts at k when it has at least k
     attempts, or (ordered) a first hit at or before k. pass@k (not ordered): the mean of the per-question
-    estimator; reachable@k (ordered): the share of counted questions whose first hit is <= k."""
-    points = []
-    for k in range(1, max((n for n, *_ in groups), default=0) + 1):
-        total, counted = 0.0, 0
-        for n, c, first, count in groups:
-            if ordered:
+    estimator; reachable@k (ordered): the share of counted questions whose first hit is <= k. One pass per
+    outcome group, so a budget of 1024 costs 1024 steps per distinct (n, c), not per k."""
+    top = max((n for n, *_ in groups), default=0)
+    total, counted = [0.0] * (top + 1), [0] * (top + 1)
+    for n, c, first, count in groups:
+        if ordered:
+            reach = top if first is not None else n      # counted up to n, or from the first hit on, always
+            for k in range(1, reach + 1):
+                counted[k] += count
                 if first is not None and first <= k:
-                    total += count
-                    counted += count
-                elif n >= k:
-                    counted += count
-            elif n >= k:
-                total += count * pass_at_k(n, c, k)
-                counted += count
-        points.append((k, total / counted if counted else math.nan, counted))
-    return points
+                    total[k] += count
+        else:
+            for k, value in enumerate(pass_at_every_k(n, c), start=1):
+                total[k] += count * value
+                counted[k] += count
+    return [(k, total[k] / counted[k] if counted[k] else math.nan, counted[k]) for k in range(1, top + 1)]
 
 
 def budget_curve(points: Sequence[tuple[int, float, int]], ordered: bool, budget: int, n: int) -> list[float]:
