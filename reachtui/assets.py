@@ -1,4 +1,4 @@
-"""Where the bundled demo model and task are: the repository's top-level `assets/`, which the package
+"""Where the bundled demo models and task are: the repository's top-level `assets/`, which the package
 installs as `reachtui.bundled` (pyproject's package-dir), so a wheel carries them and `demo` works from
 any directory."""
 
@@ -7,4 +7,6 @@ from pathlib import Path
 
 BUNDLED = Path(str(files("reachtui.bundled")))
 DEMO_MODEL_DIR = BUNDLED / "models" / "demo"
+# The models a bare name finds: `demo`, and `demo-tuned` (the demo model after GRPO; its README says how).
+BUNDLED_MODELS = {"demo": DEMO_MODEL_DIR, "demo-tuned": BUNDLED / "models" / "demo-tuned"}
 DEMO_TASK_PATH = BUNDLED / "tasks" / "demo.jsonl"

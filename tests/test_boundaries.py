@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1] / "reachtui"
 
 ALLOWED = {
     "torch": "model/", "transformers": "model/", "accelerate": "model/", "safetensors": "model/",
-    "tokenizers": "model/",
+    "tokenizers": "model/", "trl": "model/", "datasets": "model/",
     "textual": "tui/", "textual_plotext": "tui/", "plotext": "tui/", "textual_serve": "tui/",
     "ray": "cluster.py",
 }

@@ -65,6 +65,17 @@ def test_no_demo_question_in_training_data():
     assert DEFAULTS["seed"] == TRAIN_SEED
 
 
+def test_no_demo_question_in_the_tuned_models_prompts():
+    from reachtui.model.train_tuned import DEFAULTS as TUNED, held_out
+
+    demo = {r["question"] for r in _rows()}
+    for n in (TUNED["steps"] * TUNED["prompts_per_step"], TUNED["rounds"] * TUNED["prompts_per_round"]):
+        prompts = {it.question for it in training_items(n, seed=TUNED["seed"])}
+        assert len(prompts) > n // 2 and not demo & prompts
+        assert not demo & {it.question for it in held_out(50, TUNED["seed"] + 10_000, prompts)}
+    assert TUNED["seed"] != TRAIN_SEED
+
+
 def test_training_stream_would_otherwise_overlap_the_task_distribution():
     # Sanity check that the exclusion is not vacuous: the same generator, drawn with the task's seed,
     # produces demo questions, so only the exclusion keeps them out of training.

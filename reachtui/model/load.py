@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reachtui.assets import DEMO_MODEL_DIR
+from reachtui.assets import BUNDLED_MODELS
 from reachtui.errors import ReachError
 
 _HF_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
@@ -78,15 +78,16 @@ def find_in_cache(repo_id: str, cache: Path | None = None) -> Path | None:
 
 
 def resolve_model(spec: str, allow_download: bool = False) -> Path:
-    """`demo` -> the bundled model; an existing directory with config.json; a Hugging Face id in the
+    """`demo` or `demo-tuned` -> a bundled model; an existing directory with config.json; a Hugging Face id in the
     local cache (downloaded only when `allow_download`). Else ReachError naming what was looked for."""
     spec = str(spec).strip()
     if not spec:
         raise ReachError("no model given: pass demo, a model directory, or a Hugging Face id")
-    if spec == "demo":
-        if not (DEMO_MODEL_DIR / "config.json").is_file():
-            raise ReachError(f"the bundled demo model is missing: no config.json in {DEMO_MODEL_DIR}")
-        return DEMO_MODEL_DIR
+    if spec in BUNDLED_MODELS:
+        where = BUNDLED_MODELS[spec]
+        if not (where / "config.json").is_file():
+            raise ReachError(f"the bundled {spec} model is missing: no config.json in {where}")
+        return where
     path = Path(spec).expanduser()
     if path.exists():
         if not path.is_dir():
@@ -186,8 +187,8 @@ def check_positions(limit: int | None, max_new_tokens: int) -> None:
 def model_name(spec: str) -> str:
     """The name `load_model` gives a model (what the store calls it), found without importing torch:
     `demo`, a directory's resolved path, else the Hugging Face id as given."""
-    if spec == "demo":
-        return "demo"
+    if spec in BUNDLED_MODELS:
+        return spec
     if Path(spec).expanduser().exists():
         return str(resolve_model(spec))
     return spec
@@ -419,6 +420,6 @@ def load_model(
     from reachtui.model.layers import discover
 
     arch = discover(model)
-    name = "demo" if spec == "demo" else str(path) if Path(spec).expanduser().exists() else spec
+    name = spec if spec in BUNDLED_MODELS else str(path) if Path(spec).expanduser().exists() else spec
     return LoadedModel(name=name, path=path, model=model, tokenizer=tokenizer, device=dev, dtype=dt, arch=arch,
                        device_map=placed)

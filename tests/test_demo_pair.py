@@ -1,0 +1,73 @@
+"""The bundled demo pair: `demo-tuned` is found by name like `demo`, both audit the demo task, and the app's
+comparison view of the two runs shows the numbers `reachtui compare` prints (realized Δ, reachable Δ with
+its interval, McNemar p), with transition filters that list exactly the ids `compare --list` gives.
+A few questions and a small budget keep it quick; the full measurement is in the model card."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from reachtui import tables as T
+from reachtui.assets import BUNDLED_MODELS
+from reachtui.store import Store
+from reachtui.tables.formats import percent
+from reachtui.tui.app import ReachApp
+from test_tui import screen_lines
+
+pytestmark = pytest.mark.skipif(not all((d / "config.json").is_file() for d in BUNDLED_MODELS.values()),
+                                reason="the bundled demo models are not installed")
+AUDIT = ["--task", "demo", "--limit", "24", "--probes", "realized,sample", "--budget", "8", "--threads", "1"]
+
+
+def reachtui(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "REACHTUI_STORE"}
+    return subprocess.run([sys.executable, "-m", "reachtui", *args], capture_output=True, text=True, env=env)
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    store = tmp_path_factory.mktemp("pair") / "s.sqlite"
+    for model in ("demo", "demo-tuned"):
+        done = reachtui("audit", model, *AUDIT, "--store", str(store))
+        assert done.returncode == 0, done.stderr
+    return store
+
+
+def test_compare_prints_the_deltas_of_the_demo_pair(pair):
+    done = reachtui("compare", "1", "2", "--store", str(pair), "--format", "csv")
+    assert done.returncode == 0, done.stderr
+    header, *rows = done.stdout.splitlines()
+    cols = header.split(",")
+    assert {"realized_delta", "realized_delta_lo", "reachable_delta", "reachable_delta_lo", "reachable_delta_hi",
+            "realized_p", "reachable_p"} <= set(cols)
+    sample = dict(zip(cols, next(r for r in rows if r.startswith("sample,")).split(",")))
+    with Store(pair, readonly=True) as store:
+        runs = dict(store.db.execute("SELECT r.id, m.name FROM runs r JOIN models m ON m.id = r.model_id").fetchall())
+        row = next(r for r in T.compare_runs(store, 1, 2).table.dicts() if r["probe"] == "sample")
+    assert runs == {1: "demo", 2: "demo-tuned"}
+    assert float(sample["reachable_delta"]) == pytest.approx(row["reachable_delta"])
+    assert float(sample["realized_p"]) == pytest.approx(row["realized_p"])
+
+
+async def test_the_app_shows_the_demo_pair_as_compare_does(pair):
+    with Store(pair, readonly=True) as store:
+        row = next(r for r in T.compare_runs(store, 1, 2).table.dicts() if r["probe"] == "sample")
+    app = ReachApp(pair, compare=(1, 2))
+    async with app.run_test(size=(150, 42)) as pilot:
+        header = "\n".join(screen_lines(app)[:4])
+        assert f"sample: realized {percent(row['realized_a'])} → {percent(row['realized_b'])}" in header
+        assert percent(row["reachable_delta"], row["reachable_delta_lo"], row["reachable_delta_hi"],
+                       signed=True) in header
+        assert f"p {row['reachable_p']:.3g}" in header
+        table = app.screen.table
+        assert len(table.rows) == 24
+        for keys, spec in ((["r"], "realized:gained"), (["R"], "realized:lost"), (["e"], "sample:expanded"),
+                           (["s"], "sample:shrunk")):
+            await pilot.press("a", *keys)
+            listed = reachtui("compare", "1", "2", "--store", str(pair), "--list", spec)
+            assert listed.returncode == 0, listed.stderr
+            assert [r.qid for r in table.rows] == [line.split("\t")[-1] for line in listed.stdout.split()], spec
