@@ -3,18 +3,19 @@
 Each question's stored attempts are re-scored against the gold answer of *another* question of the run
 (its partner: `derangement`, within answer-format strata: `stratum`), through the one grader's
 `equivalent`. Nothing is generated again: the control is computed at table time from the store, so it
-works for imported runs too. `run_control` also gathers each (probe, question)'s answer scatter.
+works for imported runs too. `run_control` also gathers, in the same pass, each (probe, question)'s
+outcomes: hits and the first hit, the answer scatter and the answer-blind picks (`reachtui.outcomes`).
 """
 from __future__ import annotations
 
-import math
 import random
 import sqlite3
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any, Sequence
 
 from reachtui.grading import FORMATS, equivalent, normalize_number
+from reachtui.outcomes import (ANSWER_GROUPS_SQL, FIRST_HIT_SQL, LOGPROB_PICK_SQL, RUN_QUESTIONS_CTE, VOTE_PICK_SQL,
+                               first_hit)
 from reachtui.probes import registry
 from reachtui.seeds import derive_seed
 
@@ -37,10 +38,20 @@ def stratum(gold: str, fmt: str = "number") -> str:
     num = normalize_number(str(gold))
     if num is None:
         return "expr" if fmt == "math" else "text"
-    value = Fraction(num)
-    sign = "-" if value < 0 else "+"
-    kind = "int" if value.denominator == 1 else "dec"
-    return f"{sign}{kind}:{len(str(abs(math.trunc(value))))}"
+    return _number_stratum(num)
+
+
+def _number_stratum(num: str) -> str:
+    """The stratum of normalize_number's canonical text: an integer ("-12"), a finite decimal ("0.75") or
+    "p/q" ("-7/3"); the integer part's digits are those of trunc(|value|)."""
+    sign = "-" if num.startswith("-") else "+"
+    digits = num.lstrip("-")
+    if "/" in digits:
+        p, q = digits.split("/")
+        return f"{sign}dec:{len(str(int(p) // int(q)))}"
+    if "." in digits:
+        return f"{sign}dec:{len(digits.partition('.')[0])}"
+    return f"{sign}int:{len(digits)}"
 
 
 def _stratum_order(name: str) -> tuple:
@@ -88,7 +99,7 @@ def assign_strata(golds: Sequence[str], fmt: str = "number", scheme: str = "form
 
 
 def derangement(golds: Sequence[str], fmt: str = "number", *, seed: int = 0,
-                scheme: str = "format") -> list[int | None]:
+                scheme: str = "format", strata: Sequence[str] | None = None) -> list[int | None]:
     """partner[i]: the position of question i's partner (golds in task order); never i, always in i's
     stratum; None only for a question alone in the run.
 
@@ -97,8 +108,9 @@ def derangement(golds: Sequence[str], fmt: str = "number", *, seed: int = 0,
     stratum, so no question is its own partner and every question is the partner of exactly one other (a
     bijection). Partners may share a gold (two questions whose answer is 14): scoring against such a
     partner is what luck would give, so it is kept; and a probe that always answers the same constant c
-    is control-reachable on exactly as many questions as have c as their gold."""
-    names = assign_strata(golds, fmt, scheme)
+    is control-reachable on exactly as many questions as have c as their gold. `strata`: the golds'
+    `assign_strata`, when already computed."""
+    names = assign_strata(golds, fmt, scheme) if strata is None else strata
     by_stratum: dict[str, list[int]] = {}
     for i, s in enumerate(names):
         by_stratum.setdefault(s, []).append(i)
@@ -113,11 +125,11 @@ def derangement(golds: Sequence[str], fmt: str = "number", *, seed: int = 0,
     return partner
 
 
-@dataclass
+@dataclass(slots=True)
 class Scatter:
-    """One (probe, question): attempts, correct attempts, attempts without an extracted answer, distinct
-    extracted answers, attempts whose answer equals the partner's gold (control hits) and the first such
-    attempt index."""
+    """One (probe, question): attempts, correct attempts and the first of them, attempts without an
+    extracted answer, distinct extracted answers, attempts whose answer equals the partner's gold (control
+    hits) and the first such attempt, and whether each answer-blind pick is correct (`reachtui.outcomes`)."""
 
     n: int = 0
     hits: int = 0  # correct attempts (against the question's own gold, as stored)
@@ -125,6 +137,9 @@ class Scatter:
     distinct: int = 0
     control_hits: int = 0
     control_first: int | None = None  # the k (1-based) of the first attempt hitting the partner's gold
+    first_hit: int | None = None  # the k (1-based) of the first correct attempt (`outcomes.first_hit`)
+    vote: bool | None = None  # the majority-vote pick is correct (None: no attempt has an answer)
+    logprob: bool | None = None  # the highest-log-prob pick is correct (None: no attempt)
 
 
 @dataclass
@@ -136,6 +151,7 @@ class RunControl:
     partner: dict[int, int | None]  # question_id -> partner question_id
     stratum: dict[int, str]
     per: dict[str, dict[int, Scatter]] = field(default_factory=dict)  # probe -> question_id -> Scatter
+    logprobs: set[str] = field(default_factory=set)  # probes with some attempt carrying a mean log-prob
 
     def probe(self, probe: str) -> dict[int, Scatter]:
         return self.per.get(probe, {})
@@ -154,55 +170,129 @@ def control_params(protocol: dict[str, Any]) -> tuple[str, int, str]:
     return (fmt if fmt in FORMATS else "number", seed, scheme if scheme in STRATA_SCHEMES else "format")
 
 
-_RUN_QUESTIONS = """
-  WITH rq AS (SELECT question_id FROM run_questions WHERE run_id = :run
-              UNION SELECT DISTINCT question_id FROM attempts WHERE run_id = :run)
-  SELECT q.id, q.gold FROM rq JOIN questions q ON q.id = rq.question_id ORDER BY q.idx, q.qid"""
-
-_ANSWER_GROUPS = f"""
-  SELECT probe, question_id, answer, count(*), min(attempt) + 1, coalesce(sum(correct = 1), 0) FROM attempts
-  WHERE run_id = :run AND probe IN {registry.sql_list(p.name for p in registry.PROBES)}
-  GROUP BY probe, question_id, answer"""
+_RUN_QUESTIONS = f"WITH {RUN_QUESTIONS_CTE} SELECT q.id, q.gold FROM rq JOIN questions q ON q.id = rq.question_id " \
+                 "ORDER BY q.idx, q.qid"
 
 
 def run_control(con: sqlite3.Connection, run_id: int, protocol: dict[str, Any]) -> RunControl:
-    """The run's derangement and every (probe, question)'s scatter and control hits (realized included),
-    from one GROUP BY over the attempts; Python only sees distinct (probe, question, answer) groups."""
+    """The run's derangement and every (probe, question)'s outcomes (realized included): attempts, hits and
+    the first hit, the answer scatter, the control hits and the answer-blind picks. One pass: the run's
+    (probe, question, answer) groups (`outcomes.ANSWER_GROUPS_SQL`, from a covering index); Python sees
+    groups, never attempts, and looks attempts up only for the picks that groups leave open (tied best
+    log-probs, an answer whose attempts disagree on correctness)."""
     fmt, seed, scheme = control_params(protocol)
     questions = con.execute(_RUN_QUESTIONS, {"run": run_id}).fetchall()
     ids = [q for q, _g in questions]
     golds = [g for _q, g in questions]
-    partner_pos = derangement(golds, fmt, seed=seed, scheme=scheme)
     names = assign_strata(golds, fmt, scheme)
+    partner_pos = derangement(golds, fmt, seed=seed, scheme=scheme, strata=names)
     partner = {q: (None if p is None else ids[p]) for q, p in zip(ids, partner_pos)}
     partner_gold = {q: (None if p is None else golds[p]) for q, p in zip(ids, partner_pos)}
     rc = RunControl(fmt, seed, scheme, ids, partner, dict(zip(ids, names)))
-    cache: dict[tuple[str, str], bool] = {}
-    per = rc.per
-    key = cell = gold = None
-    for probe, q, answer, count, first, correct in con.execute(_ANSWER_GROUPS, {"run": run_id}):
-        if (probe, q) != key:  # groups come ordered by (probe, question): one lookup per question
-            key = (probe, q)
-            cells = per.get(probe)
-            if cells is None:
-                cells = per[probe] = {}
-            cell = cells.get(q)
-            if cell is None:
-                cell = cells[q] = Scatter()
-            gold = partner_gold.get(q)
-        cell.n += count
-        cell.hits += correct
-        if answer is None:
-            cell.no_answer += count
-            continue
-        cell.distinct += 1
-        if gold is None:
-            continue
-        hit = cache.get((answer, gold))
-        if hit is None:
-            hit = cache[(answer, gold)] = equivalent(answer, gold, fmt)
-        if hit:
-            cell.control_hits += count
-            if cell.control_first is None or first < cell.control_first:
-                cell.control_first = first
+    _fold_groups(con, run_id, rc, partner_gold)
     return rc
+
+
+def _uniform(correct: int | None, count: int) -> bool | None:
+    """An answer group's attempts all correct (True), none (False), or some of them (None); `correct`
+    is the group's count of correct attempts (None: none graded)."""
+    if not correct:
+        return False
+    return True if correct == count else None
+
+
+_OPEN = object()  # a pick that groups leave open: the attempts are looked up
+
+
+def _fold_groups(con: sqlite3.Connection, run_id: int, rc: RunControl, partner_gold: dict[int, str | None]) -> None:
+    """`run_control`'s pass: fold each probe's answer groups into one Scatter per question."""
+    fmt, per, logprobs = rc.fmt, rc.per, rc.logprobs
+    equal: dict[tuple[str, str], bool] = {}
+    open_vote: list[tuple[str, int, str]] = []  # (probe, question, winning answer): look up the pick
+    open_lp: list[tuple[str, int]] = []
+    open_first: list[tuple[str, int, str]] = []  # (probe, question, answer) whose attempts disagree
+    for probe in registry.names(registry.PROBES):
+        cells: dict[int, Scatter] = {}
+        q_now = gold = None
+        # per question, while its groups stream by: attempts n, correct c, the first hit (1-based),
+        # attempts without an answer, distinct answers, control hits and the first; the vote's best
+        # group (key = count, has a log-prob, best log-prob, -first attempt) and whether its attempts are
+        # correct; the best log-prob (None: none yet) and whether the attempts at it are correct (_OPEN:
+        # answers tied there differ, or None: not known from groups); the earliest group's correctness
+        # (the logprob pick when no attempt has a log-prob)
+        n = c = no_answer = distinct = c_hits = 0
+        first_ok = c_first = v_key = v_ok = v_answer = lp_best = lp_ok = early = early_ok = None
+        has_lp = False
+
+        def close() -> None:
+            vote = None
+            if v_key is not None:
+                vote = v_ok
+                if v_ok is None:
+                    vote = _OPEN
+                    open_vote.append((probe, q_now, v_answer))
+            lp = lp_ok if lp_best is not None else early_ok
+            if lp is None or lp is _OPEN:
+                lp = _OPEN
+                open_lp.append((probe, q_now))
+            cells[q_now] = Scatter(n, c, no_answer, distinct, c_hits, c_first, first_ok, vote, lp)
+
+        for q, answer, count, first, correct, best_lp in con.execute(ANSWER_GROUPS_SQL,
+                                                                     {"run": run_id, "probe": probe}):
+            if q != q_now:  # groups come ordered by question
+                if q_now is not None:
+                    close()
+                q_now, gold = q, partner_gold.get(q)
+                n = c = no_answer = distinct = c_hits = 0
+                first_ok = c_first = v_key = v_ok = v_answer = lp_best = lp_ok = None
+                early, early_ok = first, _uniform(correct, count)
+            ok = _uniform(correct, count)
+            n += count
+            if correct:
+                c += correct
+                if ok is None:
+                    open_first.append((probe, q, answer))
+                elif first_ok is None or first < first_ok - 1:
+                    first_ok = first_hit(first)
+            if first < early:
+                early, early_ok = first, ok
+            if best_lp is not None:
+                has_lp = True
+                if lp_best is None or best_lp > lp_best:
+                    lp_best, lp_ok = best_lp, ok
+                elif best_lp == lp_best and lp_ok is not ok:
+                    lp_ok = _OPEN  # answers tied at the best log-prob differ: the earliest attempt decides
+            if answer is None:
+                no_answer += count
+                continue
+            distinct += 1
+            if v_key is None or count >= v_key[0]:
+                vk = (count, best_lp is not None, best_lp if best_lp is not None else 0.0, -first)
+                if v_key is None or vk > v_key:
+                    v_key, v_ok, v_answer = vk, ok, answer
+            if gold is None:
+                continue
+            hit = equal.get((answer, gold))
+            if hit is None:
+                hit = equal[(answer, gold)] = equivalent(answer, gold, fmt)
+            if hit:
+                c_hits += count
+                if c_first is None or first < c_first - 1:
+                    c_first = first_hit(first)
+        if q_now is not None:
+            close()
+        if cells:
+            per[probe] = cells
+        if has_lp:
+            logprobs.add(probe)
+    for probe, q, answer in open_first:
+        k = con.execute(FIRST_HIT_SQL, {"run": run_id, "probe": probe, "q": q, "answer": answer}).fetchone()[0]
+        cell = per[probe][q]
+        if cell.first_hit is None or k < cell.first_hit:
+            cell.first_hit = k
+    for probe, q, answer in open_vote:
+        row = con.execute(VOTE_PICK_SQL, {"run": run_id, "probe": probe, "q": q, "answer": answer}).fetchone()
+        per[probe][q].vote = row[0] == 1
+    for probe, q in open_lp:
+        row = con.execute(LOGPROB_PICK_SQL, {"run": run_id, "probe": probe, "q": q}).fetchone()
+        per[probe][q].logprob = row[0] == 1

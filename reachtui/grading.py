@@ -116,6 +116,8 @@ def normalize_number(s: str) -> str | None:
     or None when `s` is not a single number (units after it are allowed: "18 dollars" -> "18")."""
     if not isinstance(s, str):
         return None
+    if s.isascii() and s.isdigit() and (s[0] != "0" or len(s) == 1) and len(s) < 1000:
+        return s  # a plain integer is its own canonical text (the common gold: no regex, no Fraction)
     s = _delatex(s).strip().rstrip(".").strip("$").strip().rstrip(".")
     m = _FULL_NUM_RE.fullmatch(s)
     if m is None or re.search(r"[=+*/^<>\\{]", m["units"] or ""):

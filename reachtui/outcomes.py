@@ -7,6 +7,11 @@ results; the store, the tables, the engine's MLP scan and apply job, and the app
 - first hit: the k at which the probe first reaches, 1-based as in pass@k and reachable@k: k = the
   lowest correct attempt index + 1 (attempt indices in the store are 0-based).
 - failure set of a probe: reachable under it and realized known wrong.
+- answer-blind picks among a probe's attempts of a question (they never see the gold): `vote`, the most
+  frequent extracted answer (attempts without one do not vote), ties to the answer whose best candidate
+  has the highest mean log-prob (NULL lowest), then to the earliest first appearance, the pick being that
+  answer's highest-log-prob (earliest) attempt; `logprob`, the attempt with the highest mean log-prob
+  (NULL lowest, earliest on ties). The question counts as solved by a selector when its pick is correct.
 - under an intervention (an MLP scan layer, an applied exploration), a failure-set member whose attempt is
   correct is repaired; a realized question whose attempt is wrong is broken.
 """
@@ -16,6 +21,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from reachtui.probes.registry import reach_where, realized_where
+
+#: The run :run's questions: its question set, plus any question that has attempts (belt and braces). The
+#: second part is a loose index scan (one seek per question) instead of a pass over the run's attempts.
+RUN_QUESTIONS_CTE = """
+  aq(q) AS (SELECT min(question_id) FROM attempts WHERE run_id = :run
+            UNION ALL SELECT (SELECT min(question_id) FROM attempts WHERE run_id = :run AND question_id > aq.q)
+            FROM aq WHERE aq.q IS NOT NULL),
+  rq AS (SELECT question_id FROM run_questions WHERE run_id = :run
+         UNION SELECT q FROM aq WHERE q IS NOT NULL)"""
 
 #: Per question of run :run: its realized attempt's correctness (ok) and extracted answer.
 REALIZED_CTE = f"""
@@ -27,6 +41,33 @@ PER_PROBE_CTE = f"""
                 max(coalesce(correct, 0)) AS hit, min(CASE WHEN correct = 1 THEN attempt END) + 1 AS first_hit
          FROM attempts WHERE run_id = :run AND {reach_where()}
          GROUP BY probe, question_id)"""
+
+#: Per (question, extracted answer) of probe :probe of run :run, in that order (from the covering index
+#: attempts_by_answer, without sorting the attempts): attempts, the first attempt index, correct attempts
+#: (NULL: none graded), the highest mean log-prob. Summed over a (probe, question)'s groups they give what
+#: PER_PROBE_CTE counts (n, c, hit = c > 0; the first hit is a group's first attempt when all its attempts
+#: are correct, `FIRST_HIT_SQL` when they differ), and they are what the answer-blind picks, the answer
+#: scatter and the chance control read (`reachtui.control`).
+ANSWER_GROUPS_SQL = """
+  SELECT question_id, answer, count(*), min(attempt), sum(correct), max(mean_logprob)
+  FROM attempts WHERE run_id = :run AND probe = :probe
+  GROUP BY question_id, answer ORDER BY question_id, answer"""
+
+#: The first hit (1-based k) of (:probe, :q) of run :run among the attempts with answer :answer.
+FIRST_HIT_SQL = """
+  SELECT min(attempt) + 1 FROM attempts
+  WHERE run_id = :run AND probe = :probe AND question_id = :q AND answer = :answer AND correct = 1"""
+
+#: The correctness of the vote pick of (:probe, :q) of run :run once its answer :answer has won (for an
+#: answer whose attempts disagree on correctness: its highest-log-prob attempt, earliest on ties).
+VOTE_PICK_SQL = """
+  SELECT correct FROM attempts WHERE run_id = :run AND probe = :probe AND question_id = :q AND answer = :answer
+  ORDER BY mean_logprob IS NULL, mean_logprob DESC, attempt LIMIT 1"""
+
+#: The correctness of the logprob pick of (:probe, :q) of run :run: the highest mean log-prob, earliest.
+LOGPROB_PICK_SQL = """
+  SELECT correct FROM attempts WHERE run_id = :run AND probe = :probe AND question_id = :q
+  ORDER BY mean_logprob IS NULL, mean_logprob DESC, attempt LIMIT 1"""
 
 #: Question ids of run :run reachable under probe :probe and realized wrong, in task order.
 FAILURE_CANDIDATES_SQL = f"""

@@ -28,6 +28,11 @@ Version 2:
     explorations(id, run_id->runs, name, route, silenced, target, n, repaired, broken, status,
                  created_at, updated_at)        target: "failure:<probe>" | "realized" | ...
     questions_fts(question), attempts_fts(text)  FTS5 over those columns, kept in sync by triggers
+
+Version 3 adds the covering index attempts_by_answer (run_id, probe, question_id, answer, attempt, correct,
+mean_logprob): the tables' one pass per run groups a run's attempts by (probe, question, extracted answer)
+from it without sorting them (`reachtui.outcomes.ANSWER_GROUPS_SQL`). Versions that differ only in indexes
+read alike, so a reader opens a version-2 store as it is (slower); a writer adds the index.
 """
 
 from __future__ import annotations
@@ -42,7 +47,9 @@ from reachtui.errors import ReachError
 if TYPE_CHECKING:
     from sqlite_utils import Database
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+#: A reader opens stores from this version on without migrating them (later versions add only indexes).
+READABLE_FROM = 2
 APP_NAME = "reachtui"
 RUN_STATUSES = ("running", "complete", "failed", "cancelled")
 RUN_SOURCES = ("audit", "import")
@@ -136,6 +143,11 @@ CREATE INDEX run_events_by_run ON run_events (run_id);
 """
 
 
+_SCHEMA_V3 = """
+CREATE INDEX IF NOT EXISTS attempts_by_answer ON attempts (run_id, probe, question_id, answer, attempt, correct, mean_logprob);
+"""
+
+
 def _migrate_to_1(db: Database) -> None:
     for statement in _SCHEMA_V1.split(";\n"):
         if statement.strip():
@@ -151,8 +163,14 @@ def _migrate_to_2(db: Database) -> None:
             db.conn.execute(statement)
 
 
+def _migrate_to_3(db: Database) -> None:
+    for statement in _SCHEMA_V3.split(";\n"):
+        if statement.strip():
+            db.conn.execute(statement)
+
+
 #: version -> function bringing a store from version-1 to version (run inside one IMMEDIATE transaction).
-MIGRATIONS = {1: _migrate_to_1, 2: _migrate_to_2}
+MIGRATIONS = {1: _migrate_to_1, 2: _migrate_to_2, 3: _migrate_to_3}
 
 
 def schema_version(conn: sqlite3.Connection, path: Path) -> int:
@@ -174,8 +192,9 @@ def schema_version(conn: sqlite3.Connection, path: Path) -> int:
 
 def migrate(conn: sqlite3.Connection, db: Callable[[], Database], path: Path, *, readonly: bool) -> None:
     """Bring the store to SCHEMA_VERSION (a writer, in one IMMEDIATE transaction: other writers wait, then see
-    the new version; `db()` gives the sqlite-utils view the migrations use); a reader only checks. ReachError
-    for a store newer than this reachtui, or one a reader cannot use."""
+    the new version; `db()` gives the sqlite-utils view the migrations use); a reader only checks, and reads a
+    store from READABLE_FROM on as it is. ReachError for a store newer than this reachtui, or one a reader
+    cannot use."""
     version = schema_version(conn, path)
     if version > SCHEMA_VERSION:
         raise ReachError(f"the audit store {path} has schema version {version}, newer than this "
@@ -185,6 +204,8 @@ def migrate(conn: sqlite3.Connection, db: Callable[[], Database], path: Path, *,
     if readonly:
         if version == 0:
             raise ReachError(f"no audit store at {path} (the file is empty)")
+        if version >= READABLE_FROM:
+            return
         raise ReachError(f"the audit store {path} has schema version {version}; open it once "
                          f"for writing to migrate it to version {SCHEMA_VERSION}")
     conn.execute("BEGIN IMMEDIATE")

@@ -52,31 +52,15 @@ def test_quantile_is_linear_interpolation():
     assert stats.quantile(vals, 0.025) == pytest.approx(25.0) and stats.quantile(vals, 0.975) == pytest.approx(975.0)
 
 
-@pytest.mark.parametrize("n, p", [(0, 0.3), (7, 0.0), (7, 1.0), (5, 0.3), (40, 0.1), (200, 0.5), (10000, 0.97)])
-def test_binomial_draws_have_the_right_moments(n, p):
-    rng = random.Random(n)
-    xs = [stats.binomial(rng, n, p) for _ in range(20000)]
-    assert all(0 <= x <= n for x in xs)
-    mean, var = n * p, n * p * (1 - p)
-    assert statistics.fmean(xs) == pytest.approx(mean, abs=4 * math.sqrt(var / len(xs)) + 1e-12)
-    if var:
-        assert statistics.pvariance(xs) == pytest.approx(var, rel=0.06)
-    else:
-        assert set(xs) == {int(mean)}
-
-
-def test_small_binomial_matches_its_exact_distribution():
-    rng = random.Random(3)
-    draws = Counter(stats.binomial(rng, 4, 0.5) for _ in range(32000))
-    for k in range(5):  # C(4, k) / 16
-        assert draws[k] / 32000 == pytest.approx(math.comb(4, k) / 16, abs=0.01)
-
-
-def test_multinomial_counts_add_up():
-    rng = random.Random(1)
-    for _ in range(200):
-        counts = stats.multinomial(rng, 50, [3.0, 0.0, 5.0, 2.0])
-        assert sum(counts) == 50 and counts[1] == 0 and all(c >= 0 for c in counts)
+def test_bootstrap_draws_resample_the_questions():
+    """A replicate is n draws with replacement: its counts over the distinct vectors are multinomial, so
+    the replicate mean of a 0/1 dimension with share p has mean p and variance p(1 - p)/n."""
+    vectors = {(1.0,): 30, (0.0,): 70}
+    reps = stats.bootstrap_replicates(vectors, [lambda m: m[0]], B=20000, seed=4)[0]
+    assert len(reps) == 20000 and all(0.0 <= r <= 1.0 for r in reps)
+    assert statistics.fmean(reps) == pytest.approx(0.3, abs=0.002)
+    assert statistics.pvariance(reps) == pytest.approx(0.3 * 0.7 / 100, rel=0.05)
+    assert all(abs(r * 100 - round(r * 100)) < 1e-9 for r in reps)  # whole questions
 
 
 def test_bootstrap_against_the_exact_bootstrap_distribution():

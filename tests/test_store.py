@@ -128,6 +128,29 @@ def test_a_version_1_store_is_migrated_keeping_its_runs(tmp_path, run):
         assert [(e["kind"], e["detail"]) for e in ro.run_events(run[0])] == [("out_of_memory", "batch 32 -> 16")]
 
 
+def test_a_version_2_store_is_read_as_it_is_and_migrated_by_a_writer(tmp_path, run):
+    """Version 3 only adds the covering index attempts_by_answer: a reader reads a version-2 store without
+    it (the same numbers, slower), a writer adds it."""
+    from reachtui.tables import build_table
+
+    path = tmp_path / "s" / "audit.sqlite"
+    with Store(path, readonly=True) as ro:
+        want = build_table(ro, "summary", [run[0]]).rows
+    conn = sqlite3.connect(path)
+    conn.execute("DROP INDEX attempts_by_answer")
+    conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    indexes = "SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'attempts_by_answer'"
+    with Store(path, readonly=True) as ro:
+        assert ro.conn.execute(indexes).fetchall() == []
+        assert build_table(ro, "summary", [run[0]]).rows == want
+    with Store(path) as migrated:
+        assert migrated.conn.execute(indexes).fetchall() == [("attempts_by_answer",)]
+        assert migrated.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == \
+            str(SCHEMA_VERSION)
+
+
 def test_default_store_path(monkeypatch, tmp_path):
     monkeypatch.delenv("REACHTUI_STORE", raising=False)
     assert str(default_store_path()) == "store/reachtui.sqlite"

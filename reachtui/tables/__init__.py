@@ -15,8 +15,8 @@ failure set), `reachtui.curves` (pass@k, reachable@k) and the probe registry, an
 
 Entry point: `build_table(store, name, run_ids)` for each of TABLES. Intervals are columns `X_lo`, `X_hi`
 beside `X` (Wilson and bootstrap, `reachtui.stats`); the chance control comes from `reachtui.control`.
-Pure Python plus sqlite3: importing this package never imports torch, transformers or textual (rich is
-imported only by `formats.to_rich`/`to_text`).
+Python and sqlite3 (numpy for the bootstrap, imported when one runs): importing this package never imports
+torch, transformers or textual (rich is imported only by `formats.to_rich`/`to_text`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@ for k = 1..K per probe, beside the chance control's curve), the `hits` table (qu
 correct attempts, beside the control's hits) and the curve lines under the audit's closing table.
 
 The estimators are `reachtui.curves`' (pass@k for exchangeable attempts, reachable@k for ordered ones, as
-`registry.is_ordered` says); SQL counts the distinct per-question outcomes they run over.
+`registry.is_ordered` says); they run over the distinct per-question outcomes (n, c, first hit), counted from
+the run's one pass (`reachtui.control.run_control`) or by SQL (`probe_groups`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from reachtui import curves, stats
 from reachtui.outcomes import PER_PROBE_CTE
 from reachtui.probes import registry
 from reachtui.tables.formats import percent
-from reachtui.tables.source import (RUN_QUESTIONS, PerQuestion, ci_columns, connection, controls, run_probes,
-                                    runs_label)
+from reachtui.control import RunControl
+from reachtui.tables.source import RUN_QUESTIONS, ci_columns, connection, controls, run_probes, runs_label
 from reachtui.tables.table import Column, Table
 
 #: {probe: [(n attempts, c correct, first hit k or None, number of questions), ...]}
@@ -53,12 +54,19 @@ def probe_groups(con: sqlite3.Connection, run_id: int) -> Groups:
     return dict(sorted(by_probe.items(), key=lambda kv: registry.sort_key(kv[0])))
 
 
-def groups_of(per: dict[str, PerQuestion]) -> Groups:
-    """`probe_groups`' {probe: [(n, c, first_hit, questions)]} from per-question outcomes
-    (`source.per_question_outcomes`), without a second pass over the attempts."""
+def _group_order(item: tuple[tuple[int, int, int | None], int]) -> tuple:
+    (n, c, f), _count = item
+    return (n, c, f is not None, f or 0)
+
+
+def groups_of(rc: RunControl) -> Groups:
+    """`probe_groups`' {probe: [(n, c, first_hit, questions)]} for the reachability probes, from the
+    per-question outcomes `reachtui.control.run_control` already read (no second pass over the attempts)."""
     out = {}
-    for probe in sorted(per, key=registry.sort_key):
-        out[probe] = [(n, c, f, cnt) for (n, c, f), cnt in Counter(per[probe].values()).items()]
+    for probe in sorted((p for p in rc.per if registry.is_reach(p)), key=registry.sort_key):
+        counts = Counter((s.n, s.hits, s.first_hit) for s in rc.per[probe].values())
+        # in probe_groups' order (SQL's, NULL first): the curves sum their groups in the same order
+        out[probe] = [(n, c, f, cnt) for (n, c, f), cnt in sorted(counts.items(), key=_group_order)]
     return out
 
 
@@ -97,7 +105,7 @@ def passk_table(source: Any, run_ids: Sequence[int]) -> Table:
     notes: list[str] = []
     for run_id, _info, rc in controls(con, run_ids):
         n_run = con.execute(f"WITH {RUN_QUESTIONS} SELECT count(*) FROM rq", {"run": run_id}).fetchone()[0]
-        for probe, (est, points) in probe_curves(con, run_id).items():
+        for probe, (est, points) in probe_curves(con, run_id, groups_of(rc)).items():
             ctrl = {k: (v, c) for k, v, c in control_points(
                 probe, [(s.n, s.control_hits, s.control_first) for s in rc.probe(probe).values()])}
             for k, value, counted in points:

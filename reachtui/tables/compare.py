@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from reachtui import stats
@@ -17,7 +17,7 @@ from reachtui.errors import ReachError
 from reachtui.probes import registry
 from reachtui.seeds import derive_seed
 from reachtui.stats import diff, frac, mcnemar_exact
-from reachtui.tables.source import ci_columns, connection, pivot_rows, run_info, run_probes
+from reachtui.tables.source import QUESTION_ROWS, ci_columns, connection, probe_hits, run_info, run_probes
 from reachtui.tables.table import Column, Table
 
 CELLS = ("gained", "lost", "kept", "never")  # B vs A: gained = not in A, in B; lost = in A, not in B
@@ -78,11 +78,14 @@ class Comparison:
     cells: dict[tuple[str, str | None], dict[str, list[str]]]
     # per compared question (task order): (realized A, realized B, (reachable A per probe), (... B per probe))
     status: dict[str, tuple] | None = None
+    _cell_by_qid: dict[tuple[str, str | None], dict[str, str]] | None = field(default=None, repr=False, compare=False)
 
     def cell_of(self, qid: str, measure: str = "realized", probe: str | None = None) -> str | None:
         """The transition cell a question is in (None: not compared, or not known in a run)."""
         key = (measure, None if measure == "realized" else probe)
-        return next((c for c, ids in self.cells.get(key, {}).items() if qid in ids), None)
+        if self._cell_by_qid is None:  # {(measure, probe): {qid: cell}}, built once
+            self._cell_by_qid = {k: {q: c for c, ids in cells.items() for q in ids} for k, cells in self.cells.items()}
+        return self._cell_by_qid.get(key, {}).get(qid)
 
     def questions_table(self) -> Table:
         """One row per compared question: realized in A and B and its transition, then per probe reachable in
@@ -172,7 +175,10 @@ def _delta_interval(pairs: Counter, bootstrap: int, seed: int, part: str) -> tup
 
 def _status_by_qid(con: sqlite3.Connection, run_id: int, probes: list[str]) -> dict[str, list]:
     """{qid: [idx, realized, hit(probe 0), hit(probe 1), ...]} for the run's questions (None unknown)."""
-    return {r[0]: list(r[1:]) for r in pivot_rows(con, run_id, probes, "q.qid, q.idx, real.correct", "piv.hit{i}")}
+    hits = probe_hits(con, run_id, probes)
+    none = [None] * len(probes)
+    return {qid: [idx, real, *hits.get(q, none)]
+            for q, qid, idx, _gold, _answer, real in con.execute(QUESTION_ROWS, {"run": run_id})}
 
 
 def compare_runs(source: Any, run_a: int, run_b: int, *, allow_unmatched: bool = False,

@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from reachtui.probes import registry
-from reachtui.tables.source import (RUN_QUESTIONS, column_suffix, connection, controls, pivot_rows,
-                                    run_probes, runs_label)
+from reachtui.tables.source import QUESTION_ROWS, column_suffix, connection, controls, run_probes, runs_label
 from reachtui.tables.table import Column, Table
 
 ATTEMPT_COLUMNS = [
@@ -52,22 +51,19 @@ def questions_table(source: Any, run_ids: Sequence[int]) -> Table:
     probes.sort(key=registry.sort_key)
     rows: list[tuple] = []
     for run_id, _info, rc in controls(con, run_ids):
-        qid_of = dict(con.execute(
-            f"WITH {RUN_QUESTIONS} SELECT q.id, q.qid FROM rq JOIN questions q ON q.id = rq.question_id",
-            {"run": run_id}).fetchall())
-        scatters = [rc.probe(p) for p in probes]
-        for r in pivot_rows(con, run_id, probes, ":run, q.qid, q.gold, real.answer, real.correct, q.id",
-                            "piv.hit{i}, piv.first{i}"):
-            q = r[5]
-            out = list(r[:4]) + [None if r[4] is None else bool(r[4])]
-            for i in range(len(probes)):
-                hit, first = r[6 + 2 * i], r[7 + 2 * i]
-                out += [None if hit is None else bool(hit), first]
-            out.append(qid_of.get(rc.partner.get(q)))
-            for sc in scatters:
-                cell = sc.get(q)
+        cells = [rc.probe(p) for p in probes]
+        questions = con.execute(QUESTION_ROWS, {"run": run_id}).fetchall()
+        qid_of = {q: qid for q, qid, *_rest in questions}
+        for q, qid, _idx, gold, answer, correct in questions:
+            partner = rc.partner.get(q)
+            mine = [c.get(q) for c in cells]
+            out = [run_id, qid, gold, answer, None if correct is None else bool(correct)]
+            for cell in mine:
+                out += [None, None] if cell is None else [cell.hits > 0, cell.first_hit]
+            out.append(qid_of.get(partner))
+            for cell in mine:
                 out += [None, None, None] if cell is None else \
-                    [cell.hits, cell.distinct, cell.control_hits > 0 if rc.partner.get(q) is not None else None]
+                    [cell.hits, cell.distinct, cell.control_hits > 0 if partner is not None else None]
             rows.append(tuple(out))
     title = "Questions: realized, reachable and first hit per probe, chance control" + runs_label(run_ids)
     return Table("questions", title, _question_columns(probes), rows)

@@ -1,6 +1,6 @@
 """Where the tables read from: a connection to the audit store, the run (`resolve_run`, `run_info`, its
 budgets and closed-form chance, `run_probes`), and the SQL pieces several tables share (the run's
-questions, the answer-blind selectors, the per-question pivot, per-question outcomes).
+questions, each question's hits).
 
 The outcomes themselves (realized, reachable, first hit, failure set) are defined in `reachtui.outcomes`
 and the probes in `reachtui.probes.registry`; this module only puts them into queries.
@@ -16,14 +16,10 @@ from typing import Any
 
 from reachtui.control import RunControl, run_control
 from reachtui.errors import ReachError
-from reachtui.outcomes import PER_PROBE_CTE, REALIZED_IDS_SQL
+from reachtui.outcomes import PER_PROBE_CTE, RUN_QUESTIONS_CTE
 from reachtui.probes import registry
-from reachtui.probes.registry import reach_where, realized_where
+from reachtui.probes.registry import realized_where
 from reachtui.tables.table import Column
-
-#: {question id: (attempts n, correct c, first hit k or None)} for one probe
-PerQuestion = dict[int, tuple[int, int, "int | None"]]
-
 
 def connection(source: Any) -> sqlite3.Connection:
     """A sqlite3 connection from a Store, a sqlite_utils Database or a connection."""
@@ -157,84 +153,28 @@ def ci_columns(name: str, label: str | None = None, signed: bool = False) -> lis
 # Shared SQL
 # --------------------------------------------------------------------------------------------------
 
-#: The run's questions: its question set, plus any question that has attempts (belt and braces).
-RUN_QUESTIONS = """
-  rq AS (SELECT question_id FROM run_questions WHERE run_id = :run
-         UNION SELECT DISTINCT question_id FROM attempts WHERE run_id = :run)"""
-
-# Answer-blind selection in SQL, exactly as reachtui.probes.blind does it:
-#   logprob: the highest mean log-prob candidate (NULL lowest), earliest attempt on ties;
-#   vote: the most frequent extracted answer (no answer: no vote), ties to the answer whose best
-#         candidate has the highest log-prob, then to the earliest first appearance; the chosen
-#         candidate is that answer's highest-log-prob (earliest) candidate. Nothing chosen = wrong.
-#         When all candidates with the winning answer agree on correctness (always, for graded
-#         attempts: correctness is a function of the answer), that is the pick's correctness; else the
-#         chosen candidate is looked up. GROUP BYs and one small window, no self-joins.
-_CANDIDATES = f"run_id = :run AND {reach_where()}"
-BLIND = f"""
-  lp_best AS (SELECT probe, question_id, max(mean_logprob) AS m FROM attempts WHERE {_CANDIDATES}
-              GROUP BY probe, question_id),
-  lp_pick AS (SELECT probe, question_id,
-                (SELECT a.correct FROM attempts a WHERE a.run_id = :run AND a.probe = b.probe
-                   AND a.question_id = b.question_id AND a.mean_logprob IS b.m ORDER BY a.attempt LIMIT 1)
-                AS correct FROM lp_best b),
-  votes AS (SELECT probe, question_id, answer, count(*) AS cnt, max(mean_logprob) AS best_lp,
-                   min(attempt) AS first_at, min(correct) AS c_lo, max(correct) AS c_hi
-            FROM attempts WHERE {_CANDIDATES} AND answer IS NOT NULL GROUP BY probe, question_id, answer),
-  winner AS (SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY probe, question_id
-                 ORDER BY cnt DESC, best_lp IS NULL, best_lp DESC, first_at) AS rk FROM votes) WHERE rk = 1),
-  vote_pick AS (SELECT probe, question_id,
-                  CASE WHEN c_lo IS c_hi THEN c_hi ELSE
-                    (SELECT a.correct FROM attempts a WHERE a.run_id = :run AND a.probe = w.probe
-                       AND a.question_id = w.question_id AND a.answer = w.answer
-                     ORDER BY a.mean_logprob IS NULL, a.mean_logprob DESC, a.attempt LIMIT 1) END AS correct
-                FROM winner w)"""
+#: The run's questions (`reachtui.outcomes.RUN_QUESTIONS_CTE`): rq(question_id).
+RUN_QUESTIONS = RUN_QUESTIONS_CTE
 
 
-def pivot(probes: Sequence[str], params: dict[str, Any]) -> str:
-    """SQL over `PER_PROBE_CTE` (pq): one row per question of the run with, per probe i, hit{i} (some
-    attempt correct; NULL when the probe has no attempt) and first{i} (its first hit, 1-based k)."""
-    cols = []
-    for i, p in enumerate(probes):
-        params[f"p{i}"] = p
-        cols.append(f"max(CASE WHEN probe = :p{i} THEN hit END) AS hit{i}, "
-                    f"max(CASE WHEN probe = :p{i} THEN first_hit END) AS first{i}")
-    marks = ", ".join(f":p{i}" for i in range(len(probes))) or "NULL"
-    return (f"SELECT question_id{''.join(', ' + c for c in cols)} FROM pq "
-            f"WHERE probe IN ({marks}) GROUP BY question_id")
+#: The run's questions in task order: id, qid, idx, gold, and its realized attempt's answer and correctness.
+QUESTION_ROWS = f"""
+  WITH {RUN_QUESTIONS} SELECT q.id, q.qid, q.idx, q.gold, real.answer, real.correct
+  FROM rq JOIN questions q ON q.id = rq.question_id
+  LEFT JOIN attempts real ON real.run_id = :run AND {realized_where('real')} AND real.question_id = q.id
+  ORDER BY q.idx"""
 
 
-def pivot_rows(con: sqlite3.Connection, run_id: int, probes: Sequence[str], head: str,
-               tail: str = "") -> sqlite3.Cursor:
-    """Per question of the run: `head` (SQL columns over q = questions, real = its realized attempt),
-    then per probe i the `tail` columns (over piv: hit{i}, first{i}); in task order."""
-    params: dict[str, Any] = {"run": run_id}
-    piv = pivot(probes, params)
-    per_probe = "".join(", " + tail.format(i=i) for i in range(len(probes))) if tail else ""
-    sql = (
-        f"WITH {RUN_QUESTIONS}, {PER_PROBE_CTE}, piv AS MATERIALIZED ({piv}) SELECT {head}{per_probe}"
-        " FROM rq JOIN questions q ON q.id = rq.question_id"
-        f" LEFT JOIN attempts real ON real.run_id = :run AND {realized_where('real')}"
-        " AND real.question_id = q.id"
-        " LEFT JOIN piv ON piv.question_id = q.id ORDER BY q.idx"
-    )
-    return con.execute(sql, params)
-
-
-def per_question_outcomes(con: sqlite3.Connection, run_id: int) -> tuple[
-        set[int], dict[str, PerQuestion], dict[str, set[int]], dict[str, set[int]]]:
-    """(realized-correct question ids, {probe: {question: (n, c, first_hit)}}, {probe: question ids whose
-    majority-vote pick is correct}, {probe: ... highest-log-prob pick correct}) for the reach probes."""
-    params = {"run": run_id}
-    realized_ok = {q for (q,) in con.execute(REALIZED_IDS_SQL, params)}
-    per: dict[str, PerQuestion] = {}
-    for probe, q, n, c, first in con.execute(
-            f"WITH {PER_PROBE_CTE} SELECT probe, question_id, n, c, first_hit FROM pq", params):
-        per.setdefault(probe, {})[q] = (n, c, first)
-    vote: dict[str, set[int]] = {}
-    for probe, q in con.execute(f"WITH {BLIND} SELECT probe, question_id FROM vote_pick WHERE correct = 1", params):
-        vote.setdefault(probe, set()).add(q)
-    lp: dict[str, set[int]] = {}
-    for probe, q in con.execute(f"WITH {BLIND} SELECT probe, question_id FROM lp_pick WHERE correct = 1", params):
-        lp.setdefault(probe, set()).add(q)
-    return realized_ok, per, vote, lp
+def probe_hits(con: sqlite3.Connection, run_id: int, probes: Sequence[str]) -> dict[int, list]:
+    """{question id: [hit under probe 0, probe 1, ...]} (`reachtui.outcomes.PER_PROBE_CTE`: some attempt
+    correct, 0/1; None where the probe has no attempt of the question) for the run's questions with attempts."""
+    index = {p: i for i, p in enumerate(probes)}
+    out: dict[int, list] = {}
+    for probe, q, hit in con.execute(f"WITH {PER_PROBE_CTE} SELECT probe, question_id, hit FROM pq", {"run": run_id}):
+        i = index.get(probe)
+        if i is not None:
+            row = out.get(q)
+            if row is None:
+                row = out[q] = [None] * len(probes)
+            row[i] = hit
+    return out

@@ -9,23 +9,21 @@ what `reachtui audit` prints when it ends.
 from __future__ import annotations
 
 import math
-import sqlite3
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 from reachtui import curves, stats
-from reachtui.control import run_control
-from reachtui.outcomes import FAILURE_CANDIDATES_SQL, FAILURE_PREFIX, REALIZED_CTE
+from reachtui.control import RunControl, run_control
+from reachtui.outcomes import FAILURE_CANDIDATES_SQL, FAILURE_PREFIX, REALIZED_CTE, REALIZED_IDS_SQL
 from reachtui.probes import registry
-from reachtui.probes.registry import reach_where
 from reachtui.seeds import derive_seed
 from reachtui.stats import diff, frac, is_missing, ratio
 from reachtui.tables.budget import control_points, curve_lines, groups_of, probe_curves
 from reachtui.tables.formats import fold_intervals, percent
 from reachtui.tables.mlp import mlp_lines
-from reachtui.tables.source import (RUN_QUESTIONS, budgets, chance, ci_columns, connection, per_question_outcomes,
-                                    run_info, run_notes, runs_label)
+from reachtui.tables.source import (RUN_QUESTIONS, budgets, chance, ci_columns, connection, run_info, run_notes,
+                                    runs_label)
 from reachtui.tables.table import Column, Table, select
 
 REALIZED = registry.REALIZED.name
@@ -77,12 +75,10 @@ def _wilson_keys(row: dict[str, Any], key: str, x: float | None, n: int) -> None
     row[f"{key}_lo"], row[f"{key}_hi"] = lo, hi
 
 
-def _add_honest_numbers(con: sqlite3.Connection, run_id: int, info: dict[str, Any], rows: list[dict[str, Any]],
-                        outcomes: tuple, *, bootstrap: int, seed: int) -> None:
+def _add_honest_numbers(rc: RunControl, realized_ok: set[int], rows: list[dict[str, Any]], *, bootstrap: int,
+                        seed: int) -> None:
     """Add to summary rows the chance control, robust reachability, answer scatter and 95% intervals
-    (the keys `summary_rows(..., intervals=True)` documents)."""
-    rc = run_control(con, run_id, info["protocol"])
-    realized_ok, per, vote, lp = outcomes
+    (the keys `summary_rows(..., intervals=True)` documents), from the run's one pass `rc`."""
     qids = rc.question_ids
     n = len(qids)
     real_ctrl = {q for q, s in rc.probe(REALIZED).items() if s.control_hits > 0}
@@ -111,16 +107,17 @@ def _add_honest_numbers(con: sqlite3.Connection, run_id: int, info: dict[str, An
             row["excess_lo"], row["excess_hi"] = stats.bootstrap_means(
                 vectors, [lambda m: m[0] - m[1]], B=bootstrap, seed=b_seed)[0]
             continue
-        mine = per.get(probe, {})
-        hit_q = {q for q, (_n, c, _f) in mine.items() if c > 0}
-        robust = sum(1 for _n, c, _f in mine.values() if c >= 2)
+        counts = Counter(s.hits for s in scatter.values())
+        reach = sum(k for c, k in counts.items() if c > 0)
+        robust = sum(k for c, k in counts.items() if c >= 2)
         row["robust"] = frac(robust, n)
-        _wilson_keys(row, "reachable", len(hit_q), n)
+        _wilson_keys(row, "reachable", reach, n)
         _wilson_keys(row, "robust", robust, n)
-        counts = Counter(c for _n, c, _f in mine.values())
         row["hits"] = [counts.get(i, 0) for i in range(max(counts, default=-1) + 1)]
-        v, l_ = vote.get(probe, set()), lp.get(probe, set())
-        vectors = Counter((q in realized_ok, q in hit_q, q in v, q in l_, q in ctrl) for q in qids)
+        # per question (realized, reachable, vote pick correct, logprob pick correct, control reachable)
+        vectors = Counter((q in realized_ok, s.hits > 0, s.vote is True, s.logprob is True, s.control_hits > 0)
+                          if s is not None else (q in realized_ok, False, False, False, False)
+                          for q, s in ((q, scatter.get(q)) for q in qids))
         intervals = stats.bootstrap_means(vectors, [
             lambda m: m[1] - m[0],
             lambda m: stats.ratio_or_nan(m[2] - m[0], m[1] - m[0]),
@@ -150,7 +147,7 @@ def summary_rows(source: Any, run_id: int, *, intervals: bool = False, bootstrap
         retained_vote, retained_logprob, failure, chance, pass_at_k, reachable_at_k
 
     n is the run's question count; realized is attempt 0 of the "realized" probe; reachable: some
-    attempt of the probe correct; blind_*: the answer-blind selectors of reachtui.probes.blind (in SQL);
+    attempt of the probe correct; blind_*: the answer-blind picks of reachtui.outcomes (vote, logprob);
     retained = (blind - realized) / (reachable - realized); failure: the frozen set failure:<probe>,
     else the live count (reachable, realized known wrong); chance: 1 - (1 - 1/m)^K for m-way multiple
     choice; pass_at_k (sample) / reachable_at_k (routes, mcts, mcts-blind): the curve for k = 1..K
@@ -189,15 +186,12 @@ def summary_rows(source: Any, run_id: int, *, intervals: bool = False, bootstrap
         probe=REALIZED, budget=1, n=n, n_attempted=n_real_done, realized=realized, reachable=realized,
         gap=0.0, blind_vote=realized, blind_logprob=realized, retained_vote=math.nan,
         retained_logprob=math.nan, failure=0, chance=chance(info, 1), pass_at_k=None, reachable_at_k=None)]
-    outcomes = per_question_outcomes(con, run_id)  # one pass each; the intervals reuse them
-    _realized_ok, per_q, vote_q, lp_q = outcomes
-    groups = groups_of(per_q)
+    rc = run_control(con, run_id, info["protocol"])  # the one pass over the attempts; the intervals reuse it
+    groups = groups_of(rc)
     budget_curves = probe_curves(con, run_id, groups)
-    vote = {p: len(qs) for p, qs in vote_q.items()}
-    lp_best = {p: len(qs) for p, qs in lp_q.items()}
-    with_logprobs = {p for p, k in con.execute(   # imported generations may carry no log-probs
-        f"SELECT probe, count(mean_logprob) FROM attempts WHERE run_id = :run AND {reach_where()} "
-        "GROUP BY probe", params) if k}
+    vote = {p: sum(1 for s in rc.per[p].values() if s.vote) for p in groups}
+    lp_best = {p: sum(1 for s in rc.per[p].values() if s.logprob) for p in groups}
+    with_logprobs = rc.logprobs  # imported generations may carry no log-probs
     frozen = dict(con.execute("SELECT probe, max(size) FROM failure_sets WHERE run_id = :run "
                               "AND name = :prefix || probe GROUP BY probe",
                               {**params, "prefix": FAILURE_PREFIX}).fetchall())
@@ -227,7 +221,8 @@ def summary_rows(source: Any, run_id: int, *, intervals: bool = False, bootstrap
             pass_at_k=None if registry.is_ordered(probe) else curve,
             reachable_at_k=curve if registry.is_ordered(probe) else None))
     if intervals:
-        _add_honest_numbers(con, run_id, info, rows, outcomes, bootstrap=bootstrap, seed=seed)
+        realized_ok = {q for (q,) in con.execute(REALIZED_IDS_SQL, params)}
+        _add_honest_numbers(rc, realized_ok, rows, bootstrap=bootstrap, seed=seed)
     return rows
 
 

@@ -1,0 +1,157 @@
+"""Every table of reachtui.tables at research scale, against one plain SQL scan (run by hand, never collected).
+
+    python tests/bench/bench_tables_scale.py [--questions 10000] [--k 32] [--rebuild] [--store PATH]
+                                             [--profile TABLE]
+
+The store: N questions x 2 runs ("base", "tuned") x (realized 1 + sample K + routes K + mcts K) attempts
+(97 per question at K = 32: 970,000 attempts per run at N = 10,000), random answers, frozen failure sets,
+built once and cached under /tmp (--rebuild builds it again).
+
+The baseline, measured in the same process on the same store: one plain aggregate scan of the attempts
+table (`BASELINE_SQL`, both runs: 1,940,000 attempts), the best of a few. Each table is then built (with
+its intervals: 1,000 bootstrap replicates) for the first run ("[1]", what `reachtui export TABLE --run 1`
+builds, and what bench_tables.py times) and for both runs ("[1,2]"); compare and compare-questions for
+base vs tuned; and the app's header line (`summary_lines(summary_rows(..., intervals=True), short=True)`
+for one run, as reachtui/tui/app.py builds it). Printed per table: seconds (best of --repeat), ratio =
+seconds / baseline, PASS at <= 3.0. The machine's load moves both; rerun with --repeat 3 to steady them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import random
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tables_fixtures import make_task  # noqa: E402
+
+from reachtui import tables as T  # noqa: E402
+from reachtui import store_schema  # noqa: E402
+from reachtui.store import Store  # noqa: E402
+
+PROBES = ("sample", "routes", "mcts")
+BASELINE_SQL = "SELECT run_id, probe, question_id, count(*), sum(correct) FROM attempts GROUP BY 1, 2, 3"
+LIMIT = 3.0
+
+
+def build(path: Path, n: int, k: int) -> None:
+    """The two runs: per question 1 realized attempt (correct with p 0.4), then K per probe (p 0.1),
+    answers from a few candidates so that votes tie and log-probs matter."""
+    rng = random.Random(0)
+    task = make_task("bench", n)
+    with Store(path) as store:
+        for model in ("base", "tuned"):
+            mid, tid = store.upsert_model(model), store.upsert_task(task)
+            ids = store.task_question_ids(tid)
+            run = store.create_run(mid, tid, protocol_json={"answer_format": "number",
+                                                            "probes": [{"name": p, "budget": k} for p in PROBES]},
+                                   protocol_hash="bench", question_ids=list(ids.values()))
+            rows = []
+            for q in task.questions:
+                qi = ids[q.id]
+                rows.append({"question_id": qi, "probe": "realized", "attempt": 0, "answer": q.answer,
+                             "correct": rng.random() < 0.4, "mean_logprob": -rng.random()})
+                for probe in PROBES:
+                    for j in range(k):
+                        ok = rng.random() < 0.1
+                        rows.append({"question_id": qi, "probe": probe, "attempt": j,
+                                     "answer": q.answer if ok else str(rng.randint(0, 5)), "correct": ok,
+                                     "mean_logprob": round(-rng.random(), 2)})
+                if len(rows) > 200_000:
+                    store.insert_attempts(run, rows)
+                    rows = []
+            store.insert_attempts(run, rows)
+            for probe in PROBES:
+                store.create_failure_set(run, f"failure:{probe}", probe, store.failure_candidates(run, probe))
+            store.set_run_status(run, "complete")
+
+
+def baseline(path: Path) -> float:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    t0 = time.perf_counter()
+    con.execute(BASELINE_SQL).fetchall()
+    dt = time.perf_counter() - t0
+    con.close()
+    return dt
+
+
+def header(store: Store, run_id: int) -> list[str]:
+    """What the app's intervals header computes (reachtui/tui/app.py `_intervals_worker`)."""
+    return T.summary_lines(T.summary_rows(store, run_id, intervals=True), short=True)
+
+
+def jobs(store: Store) -> dict:
+    """{label: build}: each per-run table for the first run (as `reachtui export TABLE --run 1`) and for
+    both runs, compare and compare-questions for base vs tuned, the app's header for the first run."""
+    runs = store.run_ids()
+    out = {}
+    for name in T.TABLES:
+        if name.startswith("compare"):
+            out[name] = lambda name=name: T.build_table(store, name, runs[:2])
+        else:
+            out[f"{name} [1]"] = lambda name=name: T.build_table(store, name, runs[:1])
+            out[f"{name} [1,2]"] = lambda name=name: T.build_table(store, name, runs)
+    out["header [1]"] = lambda: header(store, runs[0])
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--questions", type=int, default=10000)
+    ap.add_argument("--k", type=int, default=32)
+    ap.add_argument("--store", type=Path, default=None, help="the cached store (default under /tmp)")
+    ap.add_argument("--rebuild", action="store_true")
+    ap.add_argument("--repeat", type=int, default=1, help="time each table this many times, keep the best")
+    ap.add_argument("--only", default="", help="comma-separated tables to time (default: all)")
+    ap.add_argument("--profile", default="", help="cProfile this table and print the top functions")
+    args = ap.parse_args()
+    # one file per schema version: a store this reachtui migrated is newer than an older checkout reads
+    path = args.store or Path(f"/tmp/reachtui-bench-tables-{args.questions}x{1 + 3 * args.k}x2"
+                              f"-v{getattr(store_schema, 'SCHEMA_VERSION', 0)}.sqlite")
+    if args.rebuild or not path.exists():
+        for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+            p.unlink(missing_ok=True)
+        t0 = time.perf_counter()
+        build(path, args.questions, args.k)
+        print(f"built {path} in {time.perf_counter() - t0:.1f} s")
+    with Store(path, readonly=True) as store:
+        per_run = store.conn.execute("SELECT count(*) FROM attempts WHERE run_id = 1").fetchone()[0]
+        print(f"store: {args.questions} questions x 2 runs x (1 + 3 x {args.k}) attempts = {per_run:,} per run")
+        todo = jobs(store)
+        if args.profile and args.profile not in todo:
+            raise SystemExit(f"--profile: one of {', '.join(todo)}")
+        if args.profile:
+            prof = cProfile.Profile()
+            prof.enable()
+            todo[args.profile]()
+            prof.disable()
+            pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
+            return
+        names = [n for n in todo if not args.only or n.split(" ")[0] in args.only.split(",")]
+        print(f"baseline: {BASELINE_SQL}  (best of 2, measured again before each table)")
+        print(f"{'table':22s} {'rows':>8s} {'seconds':>8s} {'baseline':>8s} {'ratio':>6s}")
+        worst, bases = 0.0, []
+        for name in names:
+            base = min(baseline(path) for _ in range(2))
+            bases.append(base)
+            best, got = float("inf"), None
+            for _ in range(args.repeat):
+                t0 = time.perf_counter()
+                got = todo[name]()
+                best = min(best, time.perf_counter() - t0)
+            r = best / base
+            worst = max(worst, r)
+            rows = len(got.rows) if hasattr(got, "rows") else len(got)
+            print(f"{name:22s} {rows:8d} {best:8.2f} {base:8.3f} {r:6.1f}  {'PASS' if r <= LIMIT else 'FAIL'}",
+                  flush=True)
+        print(f"baseline {min(bases):.3f}-{max(bases):.3f} s; worst ratio {worst:.1f} (limit {LIMIT})")
+
+
+if __name__ == "__main__":
+    main()
