@@ -292,6 +292,24 @@ def test_mixed_calls_replay_identity_prefills_kept_across_calls(arch, monkeypatc
     assert len(r.prefixes) == 0 and r.prefixes.used == 0
 
 
+def test_mixed_steps_follow_every_route_in_order():
+    """A mixed batch lays its plans' routes on one sequence of steps (a common supersequence): each route
+    runs at increasing steps, each step one layer (silenced or not); routes that skip layers share the
+    identity's steps, a repeated block adds its own."""
+    from reachtui.model.mixed import schedule
+
+    plans = [(Route(route), frozenset(sil)) for route, sil, _ in MIXED] + [(Route((0, 1, 2, 3)), frozenset())]
+    steps, slots = schedule(plans)
+    for (route, sil), mine in zip(plans, slots):
+        assert all(a < b for a, b in zip(mine, mine[1:]))
+        assert [steps[t] for t in mine] == [(layer, layer in sil) for layer in route.layers]
+    skips = [(Route(r), frozenset()) for r in [(0, 1, 2, 3, 4, 5, 6, 7), (0, 1, 2, 4, 5, 6, 7), (0, 3, 4, 5, 6, 7),
+                                               (0, 1, 2, 3, 4, 5, 7)]]
+    assert schedule(skips)[0] == [(layer, False) for layer in range(8)]
+    repeat = skips + [(Route((0, 1, 2, 3, 2, 3, 4, 5, 6, 7)), frozenset())]
+    assert len(schedule(repeat)[0]) == 10
+
+
 @pytest.mark.parametrize("arch", ["llama", "qwen2", "gemma2", "gpt2"])
 def test_prefill_in_sub_batches_gives_the_same_tokens(arch):
     """Prompts prefilled in sub-batches (each padded to its own longest prompt, written into one decode
