@@ -66,12 +66,12 @@ def _merge(a: list, b: list) -> list:
 
 def schedule(plans: list[tuple]) -> tuple[list[tuple], list[list[int]]]:
     """Steps (layer, silenced) that every plan's route follows in order — a common supersequence of the
-    routes, merged plan by plan — and the step of each plan's every route position (its first fit).
-    Routes that differ by a skipped or repeated block share most steps: one block call per step serves
-    all the rows that run that layer there."""
+    routes, merged longest route first (fewer steps than in plan order) — and the step of each plan's every
+    route position (its first fit). Routes that differ by a skipped or repeated block share most steps: one
+    block call per step serves all the rows that run that layer there."""
     seqs = [[(layer, layer in silenced) for layer in route] for route, silenced in plans]
     steps: list = []
-    for seq in seqs:
+    for seq in sorted(seqs, key=len, reverse=True):
         steps = _merge(steps, seq)
     slots = []
     for seq in seqs:
