@@ -1,13 +1,15 @@
 """The `mcts` probe's time against the `routes` probe's at the same budget of generations, in one process.
 
     python tests/bench/bench_mcts_vs_routes.py [--model demo] [--task demo] [--questions 64 | --full]
-                                               [--budget 16] [--batch-size 64] [--threads 1] [--profile FILE]
+                                               [--budget 16] [--batch-size 64] [--threads 1] [--repeat 1]
+                                               [--profile PREFIX]
 
 One real audit (`run_audit`: grading and store writes included) of the protocol `routes,mcts` at --budget
 each, on a temporary store; each probe is timed from its phase's first progress event to its last (model
 loading and the realized phase excluded). Prints both probes' wall and process-CPU seconds and the ratio
 mcts / routes (CPU time is the fairer figure on a machine shared with other jobs); PASS when the CPU ratio
-is at most --target (1.5: issue 18). --full audits the whole task (320 demo questions). --profile PREFIX
+is at most --target (1.5: issue 18). --repeat N audits N times (a new store each) and keeps each probe's
+fastest run (a busy machine slows some runs). --full audits the whole task (320 demo questions). --profile PREFIX
 runs the audit again under cProfile and writes each probe phase's profile to PREFIX.routes and PREFIX.mcts
 (the timed run is never profiled).
 """
@@ -35,6 +37,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--target", type=float, default=1.5)
+    ap.add_argument("--repeat", type=int, default=1, help="audits to run; each probe's fastest is kept")
     ap.add_argument("--profile", default=None, metavar="PREFIX",
                     help="write cProfiles of the two phases to PREFIX.routes and PREFIX.mcts")
     args = ap.parse_args()
@@ -52,8 +55,12 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench_mcts_vs_routes_"))
     print(f"model {loaded.name}: {runner.num_layers} layers, {loaded.device}, {torch.get_num_threads()} torch "
           f"thread(s); {n} questions x budget {args.budget}; batch size {args.batch_size}")
-    times = timed_phases(tmp / "audit.sqlite", loaded, runner, task, protocol, ("routes", "mcts"), limit=limit,
-                         batch_size=args.batch_size)
+    runs = [timed_phases(tmp / f"audit{i}.sqlite", loaded, runner, task, protocol, ("routes", "mcts"), limit=limit,
+                         batch_size=args.batch_size) for i in range(max(1, args.repeat))]
+    times = {phase: min((run[phase] for run in runs), key=lambda t: t[2]) for phase in ("routes", "mcts")}
+    if len(runs) > 1:
+        for phase in ("routes", "mcts"):
+            print(f"{phase:>6} CPU seconds of the {len(runs)} runs: " + ", ".join(f"{run[phase][2]:.2f}" for run in runs))
     for phase in ("routes", "mcts"):
         n_att, wall, cpu = times[phase]
         print(f"{phase:>6}: {n_att} attempts in {wall:.2f}s wall, {cpu:.2f}s CPU ({n_att / cpu:.1f} attempts per "
