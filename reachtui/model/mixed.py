@@ -171,7 +171,7 @@ def _take_rows(value, rows, batch: int):
 
 
 class _MixedStep(nn.Module):
-    """Step p of a MixedCache's batch: each group runs its block on its rows."""
+    """Step t of a MixedCache's batch: its group (if any rows are left there) runs its block on its rows."""
 
     def __init__(self, mixed: MixedCache, step: int):
         super().__init__()

@@ -91,4 +91,3 @@ def _stack(parts: list, width: int):
     for i, t in enumerate(parts):
         out[i, ..., width - t.shape[-2]:, :] = t[0]
     return out
-

@@ -60,7 +60,8 @@ def main() -> None:
     times = {phase: min((run[phase] for run in runs), key=lambda t: t[2]) for phase in ("routes", "mcts")}
     if len(runs) > 1:
         for phase in ("routes", "mcts"):
-            print(f"{phase:>6} CPU seconds of the {len(runs)} runs: " + ", ".join(f"{run[phase][2]:.2f}" for run in runs))
+            cpu = ", ".join(f"{run[phase][2]:.2f}" for run in runs)
+            print(f"{phase:>6} CPU seconds of the {len(runs)} runs: {cpu}")
     for phase in ("routes", "mcts"):
         n_att, wall, cpu = times[phase]
         print(f"{phase:>6}: {n_att} attempts in {wall:.2f}s wall, {cpu:.2f}s CPU ({n_att / cpu:.1f} attempts per "
