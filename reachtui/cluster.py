@@ -98,6 +98,10 @@ class Worker:
     def suggest_batch_size(self, *args) -> tuple[int, str]:
         return self._runner().suggest_batch_size(*args)
 
+    def forget_prefixes(self) -> None:
+        if self.runner is not None:
+            self.runner.forget_prefixes()
+
     def run(self, call):
         """Yield (intervention index, generations, the runner's batch_size_hint) as each intervention of `call`
         is finished. The call runs in a thread so that its per-intervention callback can feed this generator
@@ -209,6 +213,13 @@ class RayRunner:
     def prompt_lengths(self, prompts: list[str]) -> list[int]:
         """Tokens of each prompt, counted by a worker's tokenizer (checked against `max_positions`)."""
         return _get(self.ray, self.actors[0].prompt_lengths.remote(prompts))
+
+    def forget_prefixes(self) -> None:
+        """`Runner.forget_prefixes` on every worker (best effort: a lost worker kept nothing)."""
+        try:
+            _get(self.ray, [a.forget_prefixes.remote() for a in self.actors])
+        except Exception:  # noqa: BLE001 - only memory is at stake
+            pass
 
     def run_calls(self, calls: list, cancel=None):
         """See `stream_calls` (the engine's seam: a runner with workers of its own)."""

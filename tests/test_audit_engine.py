@@ -243,6 +243,25 @@ def test_mcts_resume_replays_stored_attempts(tmp_path, task):
     assert attempts_of(store, res.run_id) == attempts_of(ref_store, ref.run_id)
 
 
+def test_mixed_phases_let_the_runner_forget_kept_prefills(tmp_path, task):
+    """After the MCTS phases and per-question routes (mixed calls), the runner is told it may drop the
+    prompts' prefills it kept across their calls."""
+
+    class Forgetting(FakeRunner):
+        forgotten = 0
+
+        def forget_prefixes(self):
+            self.forgotten += 1
+
+    runner = Forgetting()
+    audit(Store(tmp_path / "s.sqlite"), task, runner=runner)
+    assert runner.forgotten == 2                      # mcts, mcts-blind
+    runner = Forgetting()
+    audit(Store(tmp_path / "p.sqlite"), task, Protocol(probes=(ProbeSpec("routes", budget=3),), seed=3,
+                                                       routes_mode="per_question"), runner=runner)
+    assert runner.forgotten == 1
+
+
 def test_mcts_replay_mismatch_is_one_clear_error(tmp_path, task):
     store = Store(tmp_path / "s.sqlite")
     res = audit(store, task)

@@ -261,6 +261,55 @@ def test_interventions_on_their_own_prompts_decode_as_one_batch(arch, monkeypatc
         assert r.mixing
 
 
+def _numbers(many):
+    return [[(g.token_ids, g.mean_logprob) for g in gens] for gens in many]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_mixed_calls_replay_identity_prefills_kept_across_calls(arch, monkeypatch):
+    """A mixed call replays each prompt's identity prefill (recorded alone, kept across calls) for the
+    positions a route shares with the identity: the same numbers on a fresh runner, after other calls
+    filled the store, and with a store that keeps nothing (as a resumed run gets an uninterrupted run's);
+    a kept prompt is not recorded again; forget_prefixes empties the store."""
+    plans = [(Route(route), frozenset(sil)) for route, sil, _ in MIXED]
+    rows = [rs for _, _, rs in MIXED]
+    dec = Decoding(max_new_tokens=NEW)
+    fresh = runner(arch).generate_many(MIXED_PROMPTS, plans, decoding=dec, rows=rows)
+    r = runner(arch)
+    r.generate_many(MIXED_PROMPTS, plans[::-1], decoding=dec, rows=[rs[::-1] for rs in rows[::-1]])
+    recorded = []
+    real = Runner._record_alone
+    monkeypatch.setattr(r, "_record_alone", lambda ids, depth: (recorded.append(len(ids)), real(r, ids, depth))[1])
+    again = r.generate_many(MIXED_PROMPTS, plans, decoding=dec, rows=rows)
+    keeps_none = runner(arch)
+    keeps_none.prefixes.budget = 0
+    none = keeps_none.generate_many(MIXED_PROMPTS, plans, decoding=dec, rows=rows)
+    assert _numbers(fresh) == _numbers(again) == _numbers(none)
+    assert recorded == []
+    if r.mixing:                  # routes that start like the identity: their prompts are kept
+        assert len(r.prefixes) == len(MIXED_PROMPTS) and not len(keeps_none.prefixes)
+    r.forget_prefixes()
+    assert len(r.prefixes) == 0 and r.prefixes.used == 0
+
+
+def test_mixed_steps_follow_every_route_in_order():
+    """A mixed batch lays its plans' routes on one sequence of steps (a common supersequence): each route
+    runs at increasing steps, each step one layer (silenced or not); routes that skip layers share the
+    identity's steps, a repeated block adds its own."""
+    from reachtui.model.mixed import schedule
+
+    plans = [(Route(route), frozenset(sil)) for route, sil, _ in MIXED] + [(Route((0, 1, 2, 3)), frozenset())]
+    steps, slots = schedule(plans)
+    for (route, sil), mine in zip(plans, slots):
+        assert all(a < b for a, b in zip(mine, mine[1:]))
+        assert [steps[t] for t in mine] == [(layer, layer in sil) for layer in route.layers]
+    skips = [(Route(r), frozenset()) for r in [(0, 1, 2, 3, 4, 5, 6, 7), (0, 1, 2, 4, 5, 6, 7), (0, 3, 4, 5, 6, 7),
+                                               (0, 1, 2, 3, 4, 5, 7)]]
+    assert schedule(skips)[0] == [(layer, False) for layer in range(8)]
+    repeat = skips + [(Route((0, 1, 2, 3, 2, 3, 4, 5, 6, 7)), frozenset())]
+    assert len(schedule(repeat)[0]) == 10
+
+
 @pytest.mark.parametrize("arch", ["llama", "qwen2", "gemma2", "gpt2"])
 def test_prefill_in_sub_batches_gives_the_same_tokens(arch):
     """Prompts prefilled in sub-batches (each padded to its own longest prompt, written into one decode

@@ -210,6 +210,13 @@ class RunContext:
                 self.check_cancel()
         self.check_cancel()        # the workers stop early when cancel is set
 
+    def forget_prefixes(self) -> None:
+        """After a phase of mixed calls: the runner may drop the prompts' prefills it kept across them (a
+        runner that keeps none has no `forget_prefixes`)."""
+        forget = getattr(self.runner, "forget_prefixes", None)
+        if forget is not None:
+            forget()
+
     def execute(self, jobs: list[list[Work]], *, mixed: bool = False) -> None:
         """Run a phase's plan, skipping what is stored (`mixed`: the plan's attempts as mixed calls)."""
         items = [w for job in jobs for w in job]

@@ -60,7 +60,10 @@ def routes(ctx, probe, spec) -> None:
         return
     items = [Work(i, probe.name, j, route, frozenset(), t, p, ctx.seed(probe.name, i, j, t))
              for i in ctx.by_length for j, route in enumerate(route_pool(ctx, spec, i))]
-    ctx.execute([items], mixed=True)
+    try:
+        ctx.execute([items], mixed=True)
+    finally:
+        ctx.forget_prefixes()
 
 
 def reward(probe, correct: Any, mean_logprob: Any) -> float:
@@ -77,8 +80,9 @@ def mcts(ctx, probe, spec) -> None:
     """One `RouteSearch` per question (seed derive_seed(protocol seed, probe, task index)), advanced in
     lock-step: every round, each unfinished search proposes a route, and the round's attempts run as mixed
     calls (planned whole, so a resumed run decodes the same batches). A resumed run first replays each
-    question's stored attempts through its search (a pure function of its seed and the rewards it saw)."""
-    t, p, K = spec.temperature, spec.top_p, spec.budget
+    question's stored attempts through its search (a pure function of its seed and the rewards it saw).
+    The runner may keep each prompt's identity prefill across the rounds; it is told when they end."""
+    K = spec.budget
     searches = [RouteSearch(ctx.L, K, derive_seed(ctx.protocol.seed, probe.name, q["idx"]), mcts=ctx.protocol.mcts,
                             sampler=ctx.protocol.route_sampler, route_factory=tuple) for q in ctx.questions]
     correct = _replay(ctx, probe, searches)
@@ -87,8 +91,17 @@ def mcts(ctx, probe, spec) -> None:
         return (sum(len(s.order) for s in searches),
                 sum(len(s.order) if s.exhausted else K for s in searches))
 
-    generated = 0
     ctx.emit(*totals(), correct=correct)
+    try:
+        _rounds(ctx, probe, spec, searches, totals, correct)
+    finally:
+        ctx.forget_prefixes()
+
+
+def _rounds(ctx, probe, spec, searches: list[RouteSearch], totals, correct: int) -> None:
+    """The searches' rounds until every one is done: each round's attempts as mixed calls."""
+    t, p = spec.temperature, spec.top_p
+    generated = 0
     while True:
         pending = [pos for pos, s in enumerate(searches) if s.propose_layers() is not None]
         if not pending:

@@ -35,49 +35,90 @@ class _Columns(DynamicLayer):
 
 @dataclass
 class _Group:
-    """The rows of a mixed decode batch that run the same block at one route position, and their cache."""
+    """The rows of a mixed decode batch that run the same block at one step, and their cache."""
 
     rows: torch.Tensor          # ascending row indices in the batch
     block: nn.Module
     layer: GrowingLayer
-    cache: object               # a DynamicCache whose slot `position` is `layer`
+    cache: object               # a DynamicCache whose slot `step` is `layer`
+
+
+def _merge(a: list, b: list) -> list:
+    """A shortest common supersequence of `a` and `b` (both are subsequences of it)."""
+    n, m = len(a), len(b)
+    lcs = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(n - 1, -1, -1):
+        for k in range(m - 1, -1, -1):
+            lcs[i][k] = lcs[i + 1][k + 1] + 1 if a[i] == b[k] else max(lcs[i + 1][k], lcs[i][k + 1])
+    out, i, k = [], 0, 0
+    while i < n and k < m:
+        if a[i] == b[k]:
+            out.append(a[i])
+            i, k = i + 1, k + 1
+        elif lcs[i + 1][k] >= lcs[i][k + 1]:
+            out.append(a[i])
+            i += 1
+        else:
+            out.append(b[k])
+            k += 1
+    return out + a[i:] + b[k:]
+
+
+def schedule(plans: list[tuple]) -> tuple[list[tuple], list[list[int]]]:
+    """Steps (layer, silenced) that every plan's route follows in order — a common supersequence of the
+    routes, merged longest route first (fewer steps than in plan order) — and the step of each plan's every
+    route position (its first fit). Routes that differ by a skipped or repeated block share most steps: one
+    block call per step serves all the rows that run that layer there."""
+    seqs = [[(layer, layer in silenced) for layer in route] for route, silenced in plans]
+    steps: list = []
+    for seq in sorted(seqs, key=len, reverse=True):
+        steps = _merge(steps, seq)
+    slots = []
+    for seq in seqs:
+        at, mine = 0, []
+        for item in seq:
+            while steps[at] != item:
+                at += 1
+            mine.append(at)
+            at += 1
+        slots.append(mine)
+    return steps, slots
 
 
 class MixedCache(DynamicCache):
     """The decode cache of rows that follow different plans (route, silenced MLPs), for one forward per step.
 
-    At route position p the rows are grouped by what they run there (original layer, silenced or not); each
-    group has its own cache layer (a GrowingLayer over its rows) and its own clone of the block, and runs on
-    its rows only. A row whose route is shorter than p passes position p unchanged, as if its route had
-    ended (the final norm and the LM head follow). Plan j's rows are `rows[j]` consecutive rows of the batch
-    and of each of its groups, so its prefill writes straight into the groups' buffers (`plan_cache(j)`);
+    The plans' routes are laid on one sequence of steps (`schedule`): at step t the rows whose route runs
+    its layer there form a group, with its own cache layer (a GrowingLayer over its rows) and its own clone
+    of the block, and run on their rows only; the other rows pass step t unchanged. Every row runs its own
+    route, in order. Plan j's rows are `rows[j]` consecutive rows of the batch and of each of its groups, so
+    its prefill (by route position) writes straight into the groups' buffers (`plan_cache(j)`);
     `close(width)` ends the prefills. The same modules on the same rows as separate decodes, with fewer
     module calls per step."""
 
     def __init__(self, arch: Architecture, plans: list[tuple], rows: list[int], capacity: int):
         super().__init__()
-        self.depth = max(len(route) for route, _ in plans)
+        steps, slots = schedule(plans)
+        self.depth = len(steps)
         self.batch = sum(rows)
         starts = [sum(rows[:j]) for j in range(len(plans))]
         self.groups: list[list[_Group]] = []
-        self._windows: list[list[WindowLayer]] = [[] for _ in plans]   # plan j's view of each position
-        for p in range(self.depth):
-            members: dict[tuple, list[int]] = {}
-            for j, (route, silenced) in enumerate(plans):
-                if p < len(route):
-                    members.setdefault((route[p], route[p] in silenced), []).append(j)
-            here = []
-            for (layer, silenced), js in members.items():
-                kv = GrowingLayer(capacity, batch=sum(rows[j] for j in js))
-                at = 0
-                for j in js:
-                    self._windows[j].append(WindowLayer(kv, slice(at, at + rows[j]), 0))
-                    at += rows[j]
-                index = torch.cat([torch.arange(starts[j], starts[j] + rows[j]) for j in js])
-                cache = DynamicCache()
-                cache.layers = [kv] * (p + 1)
-                here.append(_Group(index, position_block(arch, layer, p, silenced), kv, cache))
-            self.groups.append(here)
+        # plan j's view of each of its route positions
+        self._windows: list[list[WindowLayer | None]] = [[None] * len(route) for route, _ in plans]
+        for t, (layer, silenced) in enumerate(steps):
+            js = [(j, mine.index(t)) for j, mine in enumerate(slots) if t in mine]
+            if not js:                    # a step no route's first fit uses
+                self.groups.append([])
+                continue
+            kv = GrowingLayer(capacity, batch=sum(rows[j] for j, _ in js))
+            at = 0
+            for j, p in js:
+                self._windows[j][p] = WindowLayer(kv, slice(at, at + rows[j]), 0)
+                at += rows[j]
+            index = torch.cat([torch.arange(starts[j], starts[j] + rows[j]) for j, _ in js])
+            cache = DynamicCache()
+            cache.layers = [kv] * (t + 1)
+            self.groups.append([_Group(index, position_block(arch, layer, t, silenced), kv, cache)])
         self.layers = [_Columns(self)] * self.depth
 
     def plan_cache(self, j: int):
@@ -96,7 +137,7 @@ class MixedCache(DynamicCache):
         self._windows = []
 
     def columns(self) -> int:
-        return self.groups[0][0].layer.n
+        return next(g.layer.n for groups in self.groups for g in groups)
 
     def batch_select_indices(self, indices) -> None:
         """Keep only the rows `indices` (ascending), in every group."""
@@ -129,17 +170,17 @@ def _take_rows(value, rows, batch: int):
     return value
 
 
-class _MixedPosition(nn.Module):
-    """Route position p of a MixedCache's batch: each group runs its block on its rows."""
+class _MixedStep(nn.Module):
+    """Step t of a MixedCache's batch: its group (if any rows are left there) runs its block on its rows."""
 
-    def __init__(self, mixed: MixedCache, position: int):
+    def __init__(self, mixed: MixedCache, step: int):
         super().__init__()
-        self.mixed, self.position = mixed, position
+        self.mixed, self.step = mixed, step
 
     def forward(self, hidden_states, *args, **kwargs):
         mixed = self.mixed
         out = hidden_states
-        for g in mixed.groups[self.position]:
+        for g in mixed.groups[self.step]:
             swap = lambda v, g=g: g.cache if v is mixed else v  # noqa: E731
             a = [swap(v) for v in args]
             kw = {k: swap(v) for k, v in kwargs.items()}
@@ -150,15 +191,15 @@ class _MixedPosition(nn.Module):
             res = g.block(hidden_states.index_select(0, g.rows), *_take_rows(a, g.rows, mixed.batch),
                           **_take_rows(kw, g.rows, mixed.batch))
             if out is hidden_states:
-                out = hidden_states.clone()      # rows of no group pass this position unchanged
+                out = hidden_states.clone()      # rows of no group pass this step unchanged
             out.index_copy_(0, g.rows, res[0] if isinstance(res, tuple) else res)
         return out
 
 
 @contextlib.contextmanager
 def installed_mixed(arch: Architecture, mixed: MixedCache):
-    """Install a mixed decode batch's positions in the model for the body of the `with` (plain models: every
+    """Install a mixed decode batch's steps in the model for the body of the `with` (plain models: every
     layer a full-attention layer of one type); restore everything after."""
-    positions = nn.ModuleList([_MixedPosition(mixed, p) for p in range(mixed.depth)])
-    with _swapped(arch, positions, lambda types: [types[0]] * mixed.depth):
+    steps = nn.ModuleList([_MixedStep(mixed, t) for t in range(mixed.depth)])
+    with _swapped(arch, steps, lambda types: [types[0]] * mixed.depth):
         yield

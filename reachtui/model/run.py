@@ -24,6 +24,7 @@ import torch
 from reachtui.errors import EnvironmentFault, ReachError
 from reachtui.model import mixed as mixed_batch
 from reachtui.model import routing
+from reachtui.model.prefix import PrefixStore, Recording, padded
 from reachtui.model.decode import decode, eos_ids
 from reachtui.model.memory import is_oom, keep_freed_memory
 from reachtui.generation import Decoding, Generation
@@ -36,7 +37,9 @@ class Runner:
     `prefill_tokens`: the most (padded) prompt tokens one prefill forward takes; a decode batch's prompts
     are prefilled in sub-batches of that size, sorted by length and each padded only to its own longest
     prompt (a CPU runs small sub-batches much faster: they stay in cache). `share_bytes`: the memory a
-    decode batch may spend on a recorded identity prefill shared by several interventions."""
+    decode batch may spend on a recorded identity prefill shared by several interventions. `prefixes`: the
+    prompts' identity prefills that mixed calls keep across calls (`reachtui.model.prefix`; emptied by
+    `forget_prefixes`)."""
 
     def __init__(self, loaded):
         self.loaded = loaded
@@ -62,8 +65,9 @@ class Runner:
         if not on_gpu:
             keep_freed_memory()
         self.prefill_tokens = 32768 if on_gpu else 1536
-        self.share_bytes = (torch.cuda.get_device_properties(self.device).total_memory // 8 if on_gpu
-                            else 1 << 30)
+        total = torch.cuda.get_device_properties(self.device).total_memory if on_gpu else 0
+        self.share_bytes = total // 8 if on_gpu else 1 << 30
+        self.prefixes = PrefixStore(total // 16 if on_gpu else 1 << 30)
         with routing.installed(self.arch):
             identity_cache = routing.new_cache(self.arch, capacity=1)
         self.plain = routing.all_growing(identity_cache)          # every layer a full-attention cache layer
@@ -74,6 +78,10 @@ class Runner:
         self.plain_prefix = routing.plain_positions(identity_cache)
 
     # ------------------------------------------------------------------ public
+
+    def forget_prefixes(self) -> None:
+        """Drop the identity prefills kept for mixed calls (the engine does, after a phase of them)."""
+        self.prefixes.clear()
 
     def encode(self, prompt: str) -> list[int]:
         """The prompt's token ids, with the tokenizer's defaults (as `tokenizer(prompt)` gives them) —
@@ -315,7 +323,8 @@ class Runner:
                         dec: Decoding) -> list[list[Generation]]:
         """Plan k over its prompts ids[k] (sorted by length), for every k, in one decode batch: each plan's
         prompts are prefilled under its own installation straight into the batch's cache (in sub-batches,
-        as `_generate_batch` does), then all rows decode together."""
+        as `_generate_batch` does; the positions it shares with the identity replayed from each prompt's own
+        recording, `reachtui.model.prefix`), then all rows decode together."""
         width = max(len(x) for rows in ids for x in rows)
         mixed = mixed_batch.MixedCache(self.arch, plans, [len(rows) for rows in ids], width + dec.max_new_tokens)
         logits, masks = [], []
@@ -323,9 +332,15 @@ class Runner:
             for n, ((route, silenced), rows) in enumerate(zip(plans, ids)):
                 groups = self._sub_batches(rows)
                 inputs = [self._pad([rows[u] for u in g]) for g in groups]
-                with routing.installed(self.arch, route.layers, silenced):
-                    _, attention, first = self._prefill(groups, inputs, width, dec, None, None, 0,
-                                                        cache=mixed.plan_cache(n))
+                # the positions shared with the identity: replayed from each prompt's own recording
+                depth = min(routing.identity_prefix(route.layers, silenced), self.plain_prefix)
+                recs = self._identity_records(rows, depth) if depth else None
+                tap = routing.PrefillTap() if recs else None
+                records = [padded(recs[g.start:g.stop], x[0].shape[1], depth) for g, x in zip(groups, inputs)] \
+                    if recs else None
+                with routing.installed(self.arch, route.layers, silenced, tap=tap):
+                    _, attention, first = self._prefill(groups, inputs, width, dec, tap, records,
+                                                        depth if recs else 0, cache=mixed.plan_cache(n))
                 logits.append(first)
                 masks.append(attention)
             mixed.close(width)
@@ -338,6 +353,32 @@ class Runner:
             out.append(gens[at: at + len(rows)])
             at += len(rows)
         return out
+
+    def _identity_records(self, rows: list[list[int]], depth: int) -> list[Recording] | None:
+        """Each prompt's identity prefill over at least `depth` positions (see `reachtui.model.prefix`): kept
+        ones from the store; the others recorded alone, to every position the identity can share if the
+        store keeps them, else to `depth`. None where a block's output is not a plain tensor."""
+        full = min(self.num_layers, self.plain_prefix)
+        per_token = full * (self._hidden_bytes() + self._kv_bytes_per_token())
+        out = []
+        for ids in rows:
+            rec = self.prefixes.get(ids, depth)
+            if rec is None:
+                keep = self.prefixes.fits(per_token * len(ids))
+                rec = self._record_alone(ids, full if keep else depth)
+                if rec is None:
+                    return None
+                if keep:
+                    self.prefixes.put(ids, rec)
+            out.append(rec)
+        return out
+
+    def _record_alone(self, ids: list[int], depth: int) -> Recording | None:
+        """One prompt's identity prefill over `depth` positions, in a batch of its own."""
+        [(outputs, kv)] = self._record([range(1)], [self._pad([ids])], depth, routing.PrefillTap())
+        if not all(isinstance(o, torch.Tensor) for o in outputs):
+            return None
+        return Recording(list(outputs), list(kv))
 
     def trace(
         self,

@@ -43,3 +43,35 @@ def timed_audit(path, loaded, runner, task, protocol, phase: str, *, limit: int 
                     model_class=loaded.arch.model_class, task=task, protocol=protocol, limit=limit,
                     batch_size=batch_size, on_event=on_event)
     return store, res.run_id, state["n"], state["t1"] - state["t0"], state["c1"] - state["c0"]
+
+
+def timed_phases(path, loaded, runner, task, protocol, phases, *, limit: int | None, batch_size: int,
+                 on_phase=None):
+    """A real audit into a new store at `path`; returns {phase: (attempts generated, wall seconds, CPU
+    seconds)} for each of `phases`, each timed from its first progress event to its last. `on_phase(phase,
+    started)` is called at a timed phase's first event (True) and when the next phase's first event comes
+    (False): a profiler can cover the phase alone."""
+    from reachtui.engine.audit import run_audit
+    from reachtui.store import Store
+
+    state: dict = {p: {"t0": None, "c0": None, "n": 0, "t1": None, "c1": None} for p in phases}
+    current = {"phase": None}
+
+    def on_event(ev):
+        if ev.phase != current["phase"]:
+            if on_phase is not None and current["phase"] in state:
+                on_phase(current["phase"], False)
+            current["phase"] = ev.phase
+            if on_phase is not None and ev.phase in state:
+                on_phase(ev.phase, True)
+        s = state.get(ev.phase)
+        if s is None:
+            return
+        if s["t0"] is None:
+            s["t0"], s["c0"] = time.perf_counter(), time.process_time()
+        s["t1"], s["c1"], s["n"] = time.perf_counter(), time.process_time(), ev.generated
+
+    run_audit(Store(path), runner, model_name=loaded.name, model_path=str(loaded.path),
+              model_class=loaded.arch.model_class, task=task, protocol=protocol, limit=limit,
+              batch_size=batch_size, on_event=on_event)
+    return {p: (s["n"], s["t1"] - s["t0"], s["c1"] - s["c0"]) for p, s in state.items()}
