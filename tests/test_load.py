@@ -43,8 +43,9 @@ def test_resolve_demo_directory_and_cache(tmp_path, hub, monkeypatch):
     fake_demo = tmp_path / "demo"
     fake_demo.mkdir()
     (fake_demo / "config.json").write_text("{}")
-    monkeypatch.setattr(load_mod, "DEMO_MODEL_DIR", fake_demo)
+    monkeypatch.setitem(load_mod.BUNDLED_MODELS, "demo", fake_demo)
     assert resolve_model("demo") == fake_demo
+    assert resolve_model("demo-tuned").name == "demo-tuned"     # the bundled pair, found by name
 
 
 def test_cache_location_follows_env(tmp_path, monkeypatch):
@@ -80,9 +81,9 @@ def test_resolve_bad_directories_and_offline(tmp_path, hub, monkeypatch):
     (tmp_path / "f.bin").write_text("x")
     with pytest.raises(ReachError, match="is a file"):
         resolve_model(str(tmp_path / "f.bin"))
-    monkeypatch.setattr(load_mod, "DEMO_MODEL_DIR", tmp_path / "nodemo")
-    with pytest.raises(ReachError, match="demo model is missing"):
-        resolve_model("demo")
+    monkeypatch.setitem(load_mod.BUNDLED_MODELS, "demo-tuned", tmp_path / "nodemo")
+    with pytest.raises(ReachError, match="the bundled demo-tuned model is missing"):
+        resolve_model("demo-tuned")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ReachError, match="HF_HUB_OFFLINE is set"):
         resolve_model("org/absent", allow_download=True)
