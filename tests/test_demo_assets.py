@@ -66,13 +66,14 @@ def test_no_demo_question_in_training_data():
 
 
 def test_no_demo_question_in_the_tuned_models_prompts():
-    from reachtui.model.train_tuned import DEFAULTS as TUNED, held_out
+    from reachtui.model.train_demo import held_out_items
+    from reachtui.model.train_tuned import DEFAULTS as TUNED
 
     demo = {r["question"] for r in _rows()}
     for n in (TUNED["steps"] * TUNED["prompts_per_step"], TUNED["rounds"] * TUNED["prompts_per_round"]):
         prompts = {it.question for it in training_items(n, seed=TUNED["seed"])}
         assert len(prompts) > n // 2 and not demo & prompts
-        assert not demo & {it.question for it in held_out(50, TUNED["seed"] + 10_000, prompts)}
+        assert not demo & {it.question for it in held_out_items(50, TUNED["seed"] + 10_000, prompts)}
     assert TUNED["seed"] != TRAIN_SEED
 
 

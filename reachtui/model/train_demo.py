@@ -114,6 +114,21 @@ def _batches(examples, batch_size: int, rng: random.Random, pad_id: int):
         yield ids, labels, mask
 
 
+def held_out_items(n: int, seed: int, exclude: set[str]) -> list:
+    """`n` distinct problems of the stream for `seed` for a greedy check during training: neither `exclude`
+    (the training prompts) nor demo-task questions."""
+    from reachtui.demo_task import demo_question_texts
+
+    seen, out = set(exclude) | demo_question_texts(), []
+    for item in iter_items(seed):
+        if len(out) == n:
+            break
+        if item.question not in seen:
+            seen.add(item.question)
+            out.append(item)
+    return out
+
+
 def quick_eval(model, tokenizer, questions, batch_size: int = 64) -> float:
     """Greedy accuracy (number after '####' vs gold) on `questions` (DemoItems)."""
     import torch
@@ -155,17 +170,7 @@ def train(out: Path, *, steps: int, batch_size: int, lr: float, warmup: int, min
 
     items = training_items(steps * batch_size, seed=seed)
     examples = _encode_examples(tokenizer, items)
-    held_out = []
-    if eval_every:
-        seen = {it.question for it in items}
-        from reachtui.demo_task import demo_question_texts
-        seen |= demo_question_texts()
-        for it in iter_items(seed + 10_000):
-            if it.question not in seen:
-                held_out.append(it)
-                seen.add(it.question)
-            if len(held_out) == eval_n:
-                break
+    held_out = held_out_items(eval_n, seed + 10_000, {it.question for it in items}) if eval_every else []
     print(f"data: {len(examples):,} examples, {sum(len(e[0]) for e in examples):,} tokens "
           f"({time.time() - t0:.1f}s)", flush=True)
 

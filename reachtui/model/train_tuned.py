@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 
 from reachtui.assets import DEMO_MODEL_DIR
-from reachtui.demo_task import format_prompt, iter_items, training_items
+from reachtui.demo_task import format_prompt, training_items
+from reachtui.model.train_demo import held_out_items
 from reachtui.grading import grade
 
 DEFAULTS = dict(method="grpo", rounds=2, prompts_per_round=640, samples=8, epochs=2, lr=3e-4,
@@ -48,20 +49,6 @@ def first_line_reward(gold: dict[str, str]):
     return reward
 
 
-def held_out(n: int, seed: int, exclude: set[str]) -> list:
-    """`n` problems for a greedy check during training: neither training prompts nor demo-task questions."""
-    from reachtui.demo_task import demo_question_texts
-
-    seen, out = set(exclude) | demo_question_texts(), []
-    for item in iter_items(seed):
-        if item.question not in seen:
-            seen.add(item.question)
-            out.append(item)
-        if len(out) == n:
-            return out
-    return out
-
-
 def train_grpo(out: Path, *, steps: int, prompts_per_step: int, samples: int, lr_grpo: float, beta: float,
                temperature: float, max_completion_length: int, seed: int, threads: int, eval_n: int) -> dict:
     """GRPO with TRL: one policy step per 8 prompts x `samples` completions, reward 0/1, no KL (beta 0)."""
@@ -77,7 +64,7 @@ def train_grpo(out: Path, *, steps: int, prompts_per_step: int, samples: int, lr
     torch.manual_seed(seed)
     items = training_items(steps * prompts_per_step, seed=seed)
     gold = {format_prompt(it.question): str(it.answer) for it in items}
-    check = held_out(eval_n, seed + 10_000, {it.question for it in items})
+    check = held_out_items(eval_n, seed + 10_000, {it.question for it in items})
     tok = AutoTokenizer.from_pretrained(DEMO_MODEL_DIR)
     model = AutoModelForCausalLM.from_pretrained(DEMO_MODEL_DIR)
     before = quick_eval(model, tok, check)
@@ -189,7 +176,7 @@ def train_expert_iteration(out: Path, *, rounds: int, prompts_per_round: int, sa
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
     items = training_items(rounds * prompts_per_round, seed=seed)
-    check = held_out(eval_n, seed + 10_000, {it.question for it in items})
+    check = held_out_items(eval_n, seed + 10_000, {it.question for it in items})
     runner = Runner(load_model("demo", device="cpu"))
     model, tok = runner.model, runner.tokenizer
     before = quick_eval(model, tok, check)

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "bench"))
 
+from bench_tables_scale import BASELINE_SQL  # noqa: E402
 from bench_tui import first_paint  # noqa: E402
 from tui_store import build_store  # noqa: E402
 
@@ -33,7 +34,7 @@ from reachtui.store import Store  # noqa: E402
 def scan_seconds(path: Path) -> float:
     con = sqlite3.connect(path)
     t = time.perf_counter()
-    con.execute("SELECT run_id, probe, question_id, count(*), sum(correct) FROM attempts GROUP BY 1, 2, 3").fetchall()
+    con.execute(BASELINE_SQL).fetchall()
     took = time.perf_counter() - t
     con.close()
     return took

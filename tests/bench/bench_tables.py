@@ -25,13 +25,16 @@ from reachtui.store import Store  # noqa: E402
 
 
 def build(path: Path, n: int, k: int) -> None:
+    """Two runs ("base", "tuned"): per question 1 realized attempt (correct with p 0.4), then K per probe
+    (p 0.1), answers from a few candidates so that votes tie and log-probs matter. bench_tables_scale uses it."""
     rng = random.Random(0)
     task = make_task("bench", n)
     with Store(path) as store:
         for model in ("base", "tuned"):
             mid, tid = store.upsert_model(model), store.upsert_task(task)
             ids = store.task_question_ids(tid)
-            run = store.create_run(mid, tid, protocol_json={"probes": [{"name": p, "budget": k} for p in
+            run = store.create_run(mid, tid, protocol_json={"answer_format": "number",
+                                                            "probes": [{"name": p, "budget": k} for p in
                                                                        ("sample", "routes", "mcts")]},
                                    protocol_hash="bench", question_ids=list(ids.values()))
             rows = []

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
-import random
 import sqlite3
 import sys
 import time
@@ -29,47 +28,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tables_fixtures import make_task  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_tables import build  # noqa: E402  (the same two-run store)
 
 from reachtui import tables as T  # noqa: E402
 from reachtui import store_schema  # noqa: E402
 from reachtui.store import Store  # noqa: E402
 
-PROBES = ("sample", "routes", "mcts")
 BASELINE_SQL = "SELECT run_id, probe, question_id, count(*), sum(correct) FROM attempts GROUP BY 1, 2, 3"
 LIMIT = 3.0
-
-
-def build(path: Path, n: int, k: int) -> None:
-    """The two runs: per question 1 realized attempt (correct with p 0.4), then K per probe (p 0.1),
-    answers from a few candidates so that votes tie and log-probs matter."""
-    rng = random.Random(0)
-    task = make_task("bench", n)
-    with Store(path) as store:
-        for model in ("base", "tuned"):
-            mid, tid = store.upsert_model(model), store.upsert_task(task)
-            ids = store.task_question_ids(tid)
-            run = store.create_run(mid, tid, protocol_json={"answer_format": "number",
-                                                            "probes": [{"name": p, "budget": k} for p in PROBES]},
-                                   protocol_hash="bench", question_ids=list(ids.values()))
-            rows = []
-            for q in task.questions:
-                qi = ids[q.id]
-                rows.append({"question_id": qi, "probe": "realized", "attempt": 0, "answer": q.answer,
-                             "correct": rng.random() < 0.4, "mean_logprob": -rng.random()})
-                for probe in PROBES:
-                    for j in range(k):
-                        ok = rng.random() < 0.1
-                        rows.append({"question_id": qi, "probe": probe, "attempt": j,
-                                     "answer": q.answer if ok else str(rng.randint(0, 5)), "correct": ok,
-                                     "mean_logprob": round(-rng.random(), 2)})
-                if len(rows) > 200_000:
-                    store.insert_attempts(run, rows)
-                    rows = []
-            store.insert_attempts(run, rows)
-            for probe in PROBES:
-                store.create_failure_set(run, f"failure:{probe}", probe, store.failure_candidates(run, probe))
-            store.set_run_status(run, "complete")
 
 
 def baseline(path: Path) -> float:
