@@ -420,6 +420,6 @@ def load_model(
     from reachtui.model.layers import discover
 
     arch = discover(model)
-    name = spec if spec in BUNDLED_MODELS else str(path) if Path(spec).expanduser().exists() else spec
+    name = model_name(spec)   # the one naming rule: what the store calls the model
     return LoadedModel(name=name, path=path, model=model, tokenizer=tokenizer, device=dev, dtype=dt, arch=arch,
                        device_map=placed)
