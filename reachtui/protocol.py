@@ -19,6 +19,7 @@ from typing import Any
 from reachtui.errors import ReachError
 from reachtui.grading import FORMATS
 from reachtui.probes import registry
+from reachtui.seeds import seed_deriver
 
 PROBE_NAMES = tuple(registry.names())  # the probes a protocol may list, in order; realized always runs
 ROUTES_MODES = ("shared", "per_question")
@@ -269,6 +270,28 @@ class Protocol:
 
     def probe(self, name: str) -> ProbeSpec | None:
         return next((p for p in self.probes if p.name == name), None)
+
+    def decoding_of(self, probe: str) -> tuple[float, float]:
+        """(temperature, top_p) of the attempts stored as `probe`: a budgeted probe's own spec; realized,
+        mlp:<L> and explore:<id> decode as deployed (the protocol's default). The engine decodes with this
+        and an export recomputes it, so the store does not keep it."""
+        spec = self.probe(probe) if probe != registry.REALIZED.name else None
+        return (spec.temperature, spec.top_p) if spec is not None else (self.temperature, self.top_p)
+
+    def attempt_seeder(self):
+        """`(probe, route, silenced, task index, attempt) -> seed` of a sampled attempt (stored route and
+        silenced text): the seed the engine gave it (`reachtui.seeds.attempt_seed` in the probe's seed
+        stream), recomputed for an export. Caches one deriver per stream."""
+        derivers: dict[tuple, Any] = {}
+
+        def seed(probe: str, route: str | None, silenced: str | None, task_index: int, attempt: int) -> int:
+            derive = derivers.get((probe, route, silenced))
+            if derive is None:
+                derive = derivers[probe, route, silenced] = seed_deriver(
+                    self.seed, registry.seed_stream(probe, route, silenced))
+            return derive(task_index, attempt)
+
+        return seed
 
     # ------------------------------------------------------------------------------------ prompts
 

@@ -17,7 +17,7 @@ Version 2:
     run_questions(run_id->runs, question_id->questions, PK(run_id, question_id))   the run's question set
     attempts(id, run_id->runs, question_id->questions, probe, attempt, route, silenced, temperature, seed,
              text, answer, rule, correct, mean_logprob, new_tokens, layers_executed, compute, created_at,
-             UNIQUE(run_id, question_id, probe, attempt))
+             UNIQUE(run_id, question_id, probe, attempt))      (version 4 drops temperature, seed, created_at)
          probe: "realized" (one attempt, index 0), "sample", "routes", "mcts", "mcts-blind",
          "mlp:<L>" (default decoding with MLP L silenced), "explore:<exploration id>".
          route: text form ("0-3,3,5-11"), NULL = normal order; silenced: "3,5" or NULL; correct: 0/1.
@@ -33,6 +33,15 @@ Version 3 adds the covering index attempts_by_answer (run_id, probe, question_id
 mean_logprob): the tables' one pass per run groups a run's attempts by (probe, question, extracted answer)
 from it without sorting them (`reachtui.outcomes.ANSWER_GROUPS_SQL`). Versions that differ only in indexes
 read alike, so a reader opens a version-2 store as it is (slower); a writer adds the index.
+
+Version 4 keeps only what cannot be recomputed (about 190 -> 135 bytes per attempt at K = 1024):
+attempts loses temperature and seed (the protocol gives both: `Protocol.decoding_of` and
+`seeds.attempt_seed`, the very functions the engine decodes with; an export computes them) and
+created_at (the run's created/updated times remain), and the index attempts_by_probe goes (attempts_by_answer
+covers every query it served). Readers never read the dropped columns, so they still open version 2 and 3
+stores as they are; a writer migrates (a rewrite of the attempts table; VACUUM returns the space).
+`answer`, `rule` and `correct` stay although the grader could recompute them: every table aggregates them,
+and grading is milliseconds per attempt.
 """
 
 from __future__ import annotations
@@ -47,8 +56,9 @@ from reachtui.errors import ReachError
 if TYPE_CHECKING:
     from sqlite_utils import Database
 
-SCHEMA_VERSION = 3
-#: A reader opens stores from this version on without migrating them (later versions add only indexes).
+SCHEMA_VERSION = 4
+#: A reader opens stores from this version on without migrating them (later versions add indexes and drop
+#: columns no reader reads).
 READABLE_FROM = 2
 APP_NAME = "reachtui"
 RUN_STATUSES = ("running", "complete", "failed", "cancelled")
@@ -58,8 +68,8 @@ NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
 
 #: Columns of `attempts` a caller may give in `insert_attempts` rows (question_id, probe, attempt required).
 ATTEMPT_COLUMNS = (
-    "question_id", "probe", "attempt", "route", "silenced", "temperature", "seed", "text", "answer",
-    "rule", "correct", "mean_logprob", "new_tokens", "layers_executed", "compute",
+    "question_id", "probe", "attempt", "route", "silenced", "text", "answer", "rule", "correct",
+    "mean_logprob", "new_tokens", "layers_executed", "compute",
 )
 
 _SCHEMA_V1 = f"""
@@ -148,29 +158,32 @@ CREATE INDEX IF NOT EXISTS attempts_by_answer ON attempts (run_id, probe, questi
 """
 
 
+_SCHEMA_V4 = """
+DROP INDEX IF EXISTS attempts_by_probe;
+ALTER TABLE attempts DROP COLUMN temperature;
+ALTER TABLE attempts DROP COLUMN seed;
+ALTER TABLE attempts DROP COLUMN created_at;
+"""
+
+
+def _statements(sql: str) -> Callable[[Database], None]:
+    """A migration that runs each statement of `sql` in order."""
+    def run(db: Database) -> None:
+        for statement in sql.split(";\n"):
+            if statement.strip():
+                db.conn.execute(statement)
+    return run
+
+
 def _migrate_to_1(db: Database) -> None:
-    for statement in _SCHEMA_V1.split(";\n"):
-        if statement.strip():
-            db.conn.execute(statement)
+    _statements(_SCHEMA_V1)(db)
     db["questions"].enable_fts(["question"], create_triggers=True)
     db["attempts"].enable_fts(["text"], create_triggers=True)
     db.conn.execute("INSERT INTO meta (key, value) VALUES ('app', ?)", (APP_NAME,))
 
 
-def _migrate_to_2(db: Database) -> None:
-    for statement in _SCHEMA_V2.split(";\n"):
-        if statement.strip():
-            db.conn.execute(statement)
-
-
-def _migrate_to_3(db: Database) -> None:
-    for statement in _SCHEMA_V3.split(";\n"):
-        if statement.strip():
-            db.conn.execute(statement)
-
-
 #: version -> function bringing a store from version-1 to version (run inside one IMMEDIATE transaction).
-MIGRATIONS = {1: _migrate_to_1, 2: _migrate_to_2, 3: _migrate_to_3}
+MIGRATIONS = {1: _migrate_to_1, 2: _statements(_SCHEMA_V2), 3: _statements(_SCHEMA_V3), 4: _statements(_SCHEMA_V4)}
 
 
 def schema_version(conn: sqlite3.Connection, path: Path) -> int:

@@ -94,7 +94,7 @@ def _attempts(path: Path):
     con = sqlite3.connect(path)
     try:
         rows = con.execute(
-            "SELECT q.qid, probe, attempt, route, silenced, temperature, seed, text, answer, rule, correct, "
+            "SELECT q.qid, probe, attempt, route, silenced, text, answer, rule, correct, "
             "mean_logprob, new_tokens, layers_executed, compute FROM attempts a JOIN questions q ON q.id = a.question_id "
             "ORDER BY q.qid, probe, attempt").fetchall()
         sets = con.execute("SELECT f.name, group_concat(q.qid) FROM failure_sets f "

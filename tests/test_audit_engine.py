@@ -39,7 +39,7 @@ def _plain(rows):
 
 def attempts_of(store, run_id):
     return [tuple(r) for r in store.conn.execute(
-        "SELECT q.qid, probe, attempt, route, silenced, temperature, seed, text, answer, rule, correct, "
+        "SELECT q.qid, probe, attempt, route, silenced, text, answer, rule, correct, "
         "mean_logprob, new_tokens, layers_executed, compute FROM attempts a JOIN questions q ON q.id = a.question_id "
         "WHERE run_id = ? ORDER BY q.qid, probe, attempt", (run_id,))]
 
@@ -385,3 +385,38 @@ def test_out_of_memory_halving_is_recorded_and_the_run_goes_on(tmp_path, task):
     assert res.status == "complete"
     ooms = [e["detail"] for e in store.run_events(res.run_id) if e["kind"] == "out_of_memory"]
     assert ooms == ["out of memory in sample: generation batches halved to 2 prompts"]
+
+
+def test_each_exported_temperature_and_seed_regenerates_its_attempt(tmp_path, task):
+    """The store keeps no temperature or seed: the attempts export recomputes both from the protocol. Fed
+    back to the runner, each exported (temperature, seed) gives the stored text, for every kind of attempt:
+    sampled probes with their own temperatures, the MLP scan and two explorations (one MLP: the scan's seed
+    stream; a route: its own) under a sampling default decoding."""
+    from reachtui.engine.mlp import apply
+    from reachtui.generation import Decoding
+    from reachtui.routes import parse_route, parse_silenced
+    from reachtui.tables import build_table
+
+    store = Store(tmp_path / "s.sqlite")
+    protocol = Protocol(probes=(ProbeSpec("sample", budget=4), ProbeSpec("routes", budget=3, temperature=0.7)),
+                        temperature=0.5, seed=3)
+    rid = audit(store, task, protocol, mlp_scan="sample").run_id
+    apply(store, FakeRunner(), rid, "sample", None, frozenset({2}))
+    apply(store, FakeRunner(), rid, "sample", (0, 1, 2, 2, 3, 4, 5, 6, 7), frozenset({1, 3}))
+    rows = build_table(store, "attempts", [rid]).dicts()
+    prompts = {q.id: protocol.render_prompt(q.question) for q in task.questions}
+    runner = FakeRunner()
+
+    def text(row, seed):
+        route = None if row["route"] is None else parse_route(row["route"], 8)
+        decoding = Decoding.of(protocol, row["temperature"], 1.0)
+        return runner.generate([prompts[row["question_id"]]], route=route, silenced=parse_silenced(row["silenced"], 8),
+                               decoding=decoding, seeds=[seed])[0].text
+
+    kinds = {row["probe"].split(":")[0] for row in rows}
+    assert kinds == {"realized", "sample", "routes", "mlp", "explore"}
+    temperatures = {(row["probe"].split(":")[0], row["temperature"]) for row in rows}
+    assert temperatures == {("realized", 0.5), ("sample", 1.0), ("routes", 0.7), ("mlp", 0.5), ("explore", 0.5)}
+    assert all(isinstance(row["seed"], int) for row in rows)
+    assert [row for row in rows if text(row, row["seed"]) != row["text"]] == []
+    assert sum(text(row, row["seed"] + 1) != row["text"] for row in rows) > len(rows) / 2   # the seed matters

@@ -43,11 +43,12 @@ class Env:
         return str(self.root / name)
 
 
-def _corrupt(path: Path) -> None:
-    """Overwrite cells of the attempts table's root page: 'database disk image is malformed' on reading it."""
+def _corrupt(path: Path, name: str = "attempts") -> None:
+    """Overwrite cells of the root page of table or index `name`: 'database disk image is malformed' on
+    reading it."""
     con = sqlite3.connect(path)
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'attempts'").fetchone()[0]
+    root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (name,)).fetchone()[0]
     size = con.execute("PRAGMA page_size").fetchone()[0]
     con.close()
     with open(path, "r+b") as fh:
@@ -513,6 +514,38 @@ def test_a_read_that_meets_a_damaged_page_is_the_damaged_store_line(env, capsys,
     assert code == 3
     assert err.startswith(f"error: the store {env['good.sqlite']} is damaged") and ".recover" in err
     assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("damaged", ["attempts_by_answer", "attempts_fts_data"])
+def test_open_checks_a_large_store_beside_the_first_paint_and_closes_with_the_damaged_line(
+        env, capsys, monkeypatch, tmp_path, damaged):
+    """Above CHECK_FIRST_BYTES `open --store` checks the store after the first frame, not before it: the
+    app starts, then closes with the one line and exit status a small damaged store gets before any UI;
+    whether the damage is in a page the first paint reads (the index of its rows query) or one only the check reads (the
+    full-text index). The store is not written."""
+    import reachtui.commands.open as open_command
+    from reachtui.tui import app as A
+
+    path = tmp_path / "big.sqlite"
+    shutil.copy(env["good.sqlite"], path)
+    _corrupt(path, damaged)
+    before = _fingerprint(path)
+    monkeypatch.setattr(open_command, "CHECK_FIRST_BYTES", 0)
+    apps = []
+    run = A.ReachApp.run
+
+    def headless(self, **kw):
+        apps.append(self)
+        return run(self, headless=True, size=(120, 40))
+
+    monkeypatch.setattr(A.ReachApp, "run", headless)
+    code, _, err = run_cli(["open", "--store", str(path)], capsys)
+    assert code == 3, err
+    assert [line for line in err.splitlines() if line.strip()] == [err.strip()]
+    assert err.startswith(f"error: the store {path} is damaged") and ".recover" in err
+    assert len(apps) == 1 and _fingerprint(path) == before
+    if damaged == "attempts_fts_data":     # the first paint read nothing damaged: the check found it after
+        assert apps[0].ready_at is not None and len(apps[0].all_rows) == 6
 
 
 @pytest.mark.skipif(not HAVE_DEMO, reason="no demo model in assets/")

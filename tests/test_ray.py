@@ -40,7 +40,7 @@ def _contents(path):
     con = sqlite3.connect(path)
     try:
         return (con.execute(
-            "SELECT q.qid, probe, attempt, route, silenced, temperature, seed, text, answer, rule, correct, "
+            "SELECT q.qid, probe, attempt, route, silenced, text, answer, rule, correct, "
             "mean_logprob, new_tokens, layers_executed, compute FROM attempts a JOIN questions q ON q.id = "
             "a.question_id ORDER BY q.qid, probe, attempt").fetchall(),
                 con.execute("SELECT f.name, group_concat(q.qid) FROM failure_sets f LEFT JOIN failure_set_members m "

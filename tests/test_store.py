@@ -54,8 +54,7 @@ def rows_for(qids: list[int]) -> list[dict]:
             for j, c in enumerate(corrects):
                 rows.append({"question_id": qids[i], "probe": probe, "attempt": j, "correct": bool(c),
                              "text": f"{probe} says q{i} a{j} #### {7 if c else 0}", "answer": "7" if c else "0",
-                             "rule": "hash", "route": "0-3,3,5-7" if probe == "routes" else None,
-                             "temperature": 1.0 if probe == "sample" else 0.0, "seed": j})
+                             "rule": "hash", "route": "0-3,3,5-7" if probe == "routes" else None})
     return rows
 
 
@@ -107,20 +106,52 @@ def test_reopening_is_idempotent_and_keeps_data(tmp_path, run):
             assert again.db.execute("SELECT count(*) FROM meta WHERE key = 'schema_version'").fetchone()[0] == 1
 
 
+def rewrite_as_version(path, version: int, fill=None) -> None:
+    """Replace the store at `path` by one of schema `version` holding the same rows: the schema the real
+    migrations 1..version make (columns later versions dropped are filled by `fill(table, column, row)`,
+    else NULL), the rows copied column by column, the FTS filled by the old triggers."""
+    from sqlite_utils import Database
+
+    from reachtui.store_schema import MIGRATIONS
+
+    old = path.with_name("old.sqlite")
+    conn = sqlite3.connect(old)
+    db = Database(conn)
+    for v in range(1, version + 1):
+        MIGRATIONS[v](db)
+    conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(version),))
+    conn.execute("ATTACH DATABASE ? AS new", (str(path),))
+    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE "
+                                         "'%VIRTUAL%' AND name NOT LIKE '%fts%' AND name != 'meta' ORDER BY rowid")]
+    for table in tables:
+        mine = [r[1] for r in conn.execute(f"PRAGMA main.table_info({table})")]
+        theirs = {r[1] for r in conn.execute(f"PRAGMA new.table_info({table})")}
+        for row in conn.execute(f"SELECT * FROM new.{table}").fetchall():
+            got = dict(zip([r[1] for r in conn.execute(f"PRAGMA new.table_info({table})")], row))
+            values = {c: got[c] if c in theirs else (fill(table, c, got) if fill else None) for c in mine}
+            values = {c: v for c, v in values.items() if c in theirs or v is not None}   # else its default
+            conn.execute(f"INSERT INTO main.{table} ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})",
+                         list(values.values()))
+    conn.commit()
+    conn.execute("DETACH DATABASE new")
+    conn.close()
+    for suffix in ("", "-wal", "-shm"):
+        path.with_name(path.name + suffix).unlink(missing_ok=True)
+    old.rename(path)
+
+
 def test_a_version_1_store_is_migrated_keeping_its_runs(tmp_path, run):
     """Stores written before run events existed: opened for writing, they gain runs.batch_size and
     run_events; their runs and attempts stay; a reader asks for one writable open first."""
     path = tmp_path / "s" / "audit.sqlite"
-    conn = sqlite3.connect(path)
-    conn.execute("DROP TABLE run_events")
-    conn.execute("ALTER TABLE runs DROP COLUMN batch_size")
-    conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
-    conn.commit()
-    conn.close()
+    with Store(path) as s:
+        s.insert_attempts(run[0], rows_for(run[1]))
+    rewrite_as_version(path, 1)
     assert "schema version 1" in _one_line_error(lambda: Store(path, readonly=True))
     with Store(path) as migrated:
         assert [r["id"] for r in migrated.list_runs()] == [run[0]]
         assert migrated.get_run(run[0])["batch_size"] is None
+        assert migrated.conn.execute("SELECT count(*) FROM attempts").fetchone()[0] == len(rows_for(run[1]))
         migrated.set_run_batch_size(run[0], 32)
         migrated.add_run_event(run[0], "out_of_memory", "batch 32 -> 16")
     with Store(path, readonly=True) as ro:
@@ -128,27 +159,52 @@ def test_a_version_1_store_is_migrated_keeping_its_runs(tmp_path, run):
         assert [(e["kind"], e["detail"]) for e in ro.run_events(run[0])] == [("out_of_memory", "batch 32 -> 16")]
 
 
-def test_a_version_2_store_is_read_as_it_is_and_migrated_by_a_writer(tmp_path, run):
-    """Version 3 only adds the covering index attempts_by_answer: a reader reads a version-2 store without
-    it (the same numbers, slower), a writer adds it."""
+@pytest.mark.parametrize("version", [2, 3])
+def test_an_older_store_is_read_as_it_is_and_migrated_by_a_writer(tmp_path, run, version):
+    """Version 3 adds the covering index attempts_by_answer; version 4 drops the per-attempt columns the
+    protocol gives (temperature, seed) or nobody reads (created_at) and the index attempts_by_probe. A reader
+    reads a version-2 or -3 store as it is (the same tables, the same recomputed temperatures and seeds); a
+    writer migrates it: the columns go, every attempt and its full-text search stay, new attempts go in."""
     from reachtui.tables import build_table
 
     path = tmp_path / "s" / "audit.sqlite"
+    with Store(path) as s:
+        s.insert_attempts(run[0], rows_for(run[1]))
     with Store(path, readonly=True) as ro:
-        want = build_table(ro, "summary", [run[0]]).rows
-    conn = sqlite3.connect(path)
-    conn.execute("DROP INDEX attempts_by_answer")
-    conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
-    conn.commit()
-    conn.close()
-    indexes = "SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'attempts_by_answer'"
+        want = {name: build_table(ro, name, [run[0]]).rows for name in ("summary", "questions", "attempts")}
+        kept = ro.conn.execute("SELECT * FROM attempts ORDER BY id").fetchall()
+        seeds = {(r[1], r[2], r[3]): r[7] for r in want["attempts"]}   # (question, probe, attempt) -> seed
+    with sqlite3.connect(path) as c:
+        qid_of = dict(c.execute("SELECT id, qid FROM questions").fetchall())
+
+    def fill(table, column, row):   # what the engine used to store in the dropped columns
+        if table == "attempts" and column == "temperature":
+            return 1.0 if row["probe"] == "sample" else 0.0
+        if table == "attempts" and column == "seed":
+            return seeds[qid_of[row["question_id"]], row["probe"], row["attempt"]]
+        return None
+
+    rewrite_as_version(path, version, fill)
+    columns = "SELECT name FROM pragma_table_info('attempts')"
+    indexes = "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'attempts_by_%' ORDER BY name"
     with Store(path, readonly=True) as ro:
-        assert ro.conn.execute(indexes).fetchall() == []
-        assert build_table(ro, "summary", [run[0]]).rows == want
+        assert {"temperature", "seed", "created_at"} <= {r[0] for r in ro.conn.execute(columns)}
+        assert [r[0] for r in ro.conn.execute(indexes)] == (
+            ["attempts_by_probe"] if version == 2 else ["attempts_by_answer", "attempts_by_probe"])
+        assert {name: build_table(ro, name, [run[0]]).rows for name in want} == want
+        stored = ro.conn.execute("SELECT temperature, seed FROM attempts ORDER BY id").fetchall()
+        assert any(seed is not None for _t, seed in stored)
     with Store(path) as migrated:
-        assert migrated.conn.execute(indexes).fetchall() == [("attempts_by_answer",)]
+        assert {"temperature", "seed", "created_at"} & {r[0] for r in migrated.conn.execute(columns)} == set()
+        assert [r[0] for r in migrated.conn.execute(indexes)] == ["attempts_by_answer"]
         assert migrated.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == \
             str(SCHEMA_VERSION)
+        assert [r[:7] for r in migrated.conn.execute("SELECT * FROM attempts ORDER BY id")] == [r[:7] for r in kept]
+        assert {name: build_table(migrated, name, [run[0]]).rows for name in want} == want
+        assert migrated.search(run[0], "q1") == [run[1][1]]
+        migrated.insert_attempts(run[0], [{"question_id": run[1][0], "probe": "sample", "attempt": 9,
+                                           "text": "late #### 7", "answer": "7", "correct": True}])
+        assert migrated.search(run[0], "late") == [run[1][0]]
 
 
 def test_default_store_path(monkeypatch, tmp_path):

@@ -62,7 +62,7 @@ def build_store(path: str | Path, *, n: int = 40, k: int = 8, probes: tuple[str,
             realized = rng.random() < 0.45
             text, answer = _text(q.answer, realized, rng)
             batch.append(dict(question_id=key, probe="realized", attempt=0, text=text, answer=answer,
-                              rule="hash", correct=realized, temperature=0.0, new_tokens=12,
+                              rule="hash", correct=realized, new_tokens=12,
                               layers_executed=num_layers, compute=num_layers * 40))
             for p, probe in enumerate(probes):
                 p_hit = (0.35 if realized else 0.12) / (p + 1)
@@ -72,7 +72,6 @@ def build_store(path: str | Path, *, n: int = 40, k: int = 8, probes: tuple[str,
                     route = None if probe == "sample" else f"0-{num_layers // 2},{num_layers // 2}-{num_layers - 1}"
                     batch.append(dict(question_id=key, probe=probe, attempt=j, text=text, answer=answer,
                                       rule="hash", correct=ok, route=route,
-                                      temperature=1.0 if probe == "sample" else 0.0, seed=seed * 1000 + j,
                                       new_tokens=12, layers_executed=num_layers + 1, compute=(num_layers + 1) * 40))
             if len(batch) > 20000:
                 store.insert_attempts(run_id, batch)

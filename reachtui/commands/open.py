@@ -107,11 +107,12 @@ def open_(model, task_spec, task_name, store_path, run_id, probes, budget, tempe
         return _run_app(path, None, launch_kw, keymap=keymap,
                         compare=compared_runs(path, compare, allow_unmatched), allow_unmatched=allow_unmatched)
     if model is None:
-        check_browsable(path, run_id)
+        check_now = not path.is_file() or path.stat().st_size <= CHECK_FIRST_BYTES
+        check_browsable(path, run_id, check=check_now)
         from reachtui.tui.data import preload
 
         future = preload(path, run_id)   # the rows load while textual imports
-        return _run_app(path, run_id, launch_kw, preloaded=future, keymap=keymap)
+        return _run_app(path, run_id, launch_kw, preloaded=future, keymap=keymap, check_store=not check_now)
 
     from reachtui.tasks import load_task
 
@@ -160,13 +161,20 @@ def compared_runs(path: Path, specs: tuple[str, str], allow_unmatched: bool) -> 
     return ids[0], ids[1]
 
 
-def check_browsable(path: Path, run_id: int | None) -> None:
-    """One clear line, before any UI, when there is nothing to browse: no store, no runs, no such run."""
+#: `reachtui open --store` checks a store up to this size (`PRAGMA quick_check`, about 0.2 s per 100 MB)
+#: before the app starts; a larger one beside the first paint, and the app closes with the same one line if
+#: it is damaged. Nothing depends on the order: every writer (an apply from the app) checks the store again.
+CHECK_FIRST_BYTES = 64 << 20
+
+
+def check_browsable(path: Path, run_id: int | None, *, check: bool = True) -> bool:
+    """One clear line, before any UI, when there is nothing to browse: no store, no runs, no such run, and
+    (with `check`) a damaged store."""
     if not path.is_file():
         raise ReachError(f"no audit store at {path}: run `reachtui open demo` (or `reachtui audit ...`) first")
     from reachtui.store import Store
 
-    with Store(path, readonly=True, check=True) as store:   # a damaged store, too, is one line now
+    with Store(path, readonly=True, check=check) as store:
         if run_id is not None:
             store.get_run(run_id)
         elif store.latest_run() is None:
@@ -214,6 +222,8 @@ def _run_app(path: Path, run_id: int | None, launch_kw: dict, preloaded=None, ke
 
     app = ReachApp(path, run_id, launch=Launch(**launch_kw), preloaded=preloaded, keymap=keymap, **kw)
     app.run()
+    if app.fatal is not None:   # the store turned out damaged after the first paint: its one line
+        raise app.fatal
     if app.return_code not in (None, 0):
         raise SystemExit(app.return_code)
 

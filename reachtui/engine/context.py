@@ -22,7 +22,7 @@ from reachtui.errors import DamagedStore, EnvironmentFault, ReachError, sqlite_f
 from reachtui.generation import CallPool, Decoding
 from reachtui.probes import registry
 from reachtui.routes import Route
-from reachtui.seeds import derive_seed
+from reachtui.seeds import attempt_seed
 
 
 def stopped_by(exc: BaseException, store, mark_failed: Callable[[], None]) -> BaseException:
@@ -119,11 +119,9 @@ class RunContext:
     def decoding(self, temperature: float, top_p: float) -> Decoding:
         return Decoding.of(self.protocol, temperature, top_p)
 
-    def seed(self, probe: str, pos: int, attempt: int, temperature: float) -> int | None:
-        """The seed of one attempt; None when greedy (the seed plays no part, so none is recorded)."""
-        if temperature <= 0:
-            return None
-        return derive_seed(self.protocol.seed, probe, self.questions[pos]["idx"], attempt)
+    def seed(self, stream: str, pos: int, attempt: int, temperature: float) -> int | None:
+        """The seed of one attempt (`reachtui.seeds.attempt_seed`; None when greedy)."""
+        return attempt_seed(self.protocol.seed, stream, self.questions[pos]["idx"], attempt, temperature)
 
     # -- events ------------------------------------------------------------------------------------------
     def emit(self, done: int, total: int, **kw) -> None:

@@ -16,7 +16,7 @@ from reachtui.engine.context import RunContext, stopped_by
 from reachtui.engine.plan import Work, jobs_by_questions, split
 from reachtui.engine.progress import APPLY, Cancelled, Progress
 from reachtui.outcomes import FAILURE_CANDIDATES_SQL, failure_set_name, repaired_broken
-from reachtui.probes.registry import EXPLORE, MLP
+from reachtui.probes.registry import EXPLORE, MLP, seed_stream
 from reachtui.routes import describe_intervention, format_route, format_silenced
 
 
@@ -36,7 +36,7 @@ def scope(ctx: RunContext, question_ids: set[int]) -> list[int]:
 
 
 def set_plan(ctx: RunContext, positions: Sequence[int], interventions: Sequence[SetIntervention]) -> list[list[Work]]:
-    t, p = ctx.protocol.temperature, ctx.protocol.top_p
+    t, p = ctx.protocol.decoding_of(MLP.name(0))   # the default decoding, as every mlp:<L> and explore:<id>
     return jobs_by_questions(positions, ctx.batch_size, lambda pos: [
         Work(pos, iv.probe, 0, iv.route, iv.silenced, t, p, ctx.seed(iv.stream, pos, 0, t)) for iv in interventions])
 
@@ -82,12 +82,11 @@ def apply(store, runner, run_id: int, probe: str, route: tuple[int, ...] | None,
     failure, realized = failure_members(store, run_id, probe), set(store.realized_ids(run_id))
     target = failure_set_name(probe)
     name = f"{describe_intervention(route, silenced, ctx.L)} on {target}"
-    eid = store.create_exploration(run_id, name, target=f"{target}+realized",
-                                   route=None if route is None else format_route(route),
-                                   silenced=format_silenced(silenced) or None)
-    # the seeds of the MLP scan when this is one silenced MLP (they matter only when the protocol samples)
-    stream = MLP.name(next(iter(silenced))) if route is None and len(silenced) == 1 else EXPLORE.prefix
-    iv = SetIntervention(EXPLORE.name(eid), stream, route, frozenset(silenced))
+    route_text, silenced_text = None if route is None else format_route(route), format_silenced(silenced) or None
+    eid = store.create_exploration(run_id, name, target=f"{target}+realized", route=route_text,
+                                   silenced=silenced_text)
+    probe = EXPLORE.name(eid)
+    iv = SetIntervention(probe, seed_stream(probe, route_text, silenced_text), route, frozenset(silenced))
     positions = scope(ctx, failure | realized)
     calls = [c for job in set_plan(ctx, positions, [iv]) for c in split(job)]
     state = dict(done=0, repaired=set(), broken=set())

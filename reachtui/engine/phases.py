@@ -1,9 +1,9 @@
 """How each probe plans its attempts: one phase function per probe, `(ctx, probe, spec) -> None` (named by
 the probe's registry record), run by the audit on a `RunContext` (which executes, grades and stores).
 
-Seeds (`RunContext.seed`): attempt j of the question with task index i under probe P is seeded with
-derive_seed(protocol seed, P, i, j), and only when it samples (temperature > 0; greedy attempts record no
-seed). Questions are taken in the run's prompt-length order (`ctx.by_length`).
+Decoding and seeds (`Protocol.decoding_of`, `reachtui.seeds.attempt_seed`): attempt j of the question with
+task index i under probe P decodes at P's temperature and is seeded with derive_seed(protocol seed, P, i, j),
+only when it samples. The store keeps neither: an export recomputes both with the same functions. Questions are taken in the run's prompt-length order (`ctx.by_length`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ NO_LOGPROB_REWARD = -50.0
 
 def realized(ctx, probe, spec=None) -> None:
     """One attempt (index 0) per question under the protocol's default decoding."""
-    t, p = ctx.protocol.temperature, ctx.protocol.top_p
+    t, p = ctx.protocol.decoding_of(probe.name)
     ctx.execute(jobs_by_intervention([Work(i, probe.name, 0, None, frozenset(), t, p, ctx.seed(probe.name, i, 0, t))
                                       for i in ctx.by_length], ctx.batch_size))
 
@@ -32,7 +32,7 @@ def realized(ctx, probe, spec=None) -> None:
 def sample(ctx, probe, spec) -> None:
     """K attempts at the probe's temperature / top-p, normal layer order (the runner seeds one generator
     per prompt, so a row never depends on its batch companions)."""
-    t, p = spec.temperature, spec.top_p
+    t, p = ctx.protocol.decoding_of(probe.name)
     ctx.execute(jobs_by_intervention([Work(i, probe.name, j, None, frozenset(), t, p, ctx.seed(probe.name, i, j, t))
                                       for i in ctx.by_length for j in range(spec.budget)], ctx.batch_size))
 
@@ -51,7 +51,7 @@ def routes(ctx, probe, spec) -> None:
     """Shared mode: attempt j of every question runs route j; a job is a chunk of questions with every
     route, so the runner prefills the chunk's prompts once for all routes. per_question mode: every
     question its own routes, generated in mixed calls (as MCTS rounds)."""
-    t, p = spec.temperature, spec.top_p
+    t, p = ctx.protocol.decoding_of(probe.name)
     if ctx.protocol.routes_mode == "shared":
         pool = route_pool(ctx, spec)
         ctx.execute(jobs_by_questions(ctx.by_length, ctx.batch_size, lambda i: [
@@ -100,7 +100,7 @@ def mcts(ctx, probe, spec) -> None:
 
 def _rounds(ctx, probe, spec, searches: list[RouteSearch], totals, correct: int) -> None:
     """The searches' rounds until every one is done: each round's attempts as mixed calls."""
-    t, p = spec.temperature, spec.top_p
+    t, p = ctx.protocol.decoding_of(probe.name)
     generated = 0
     while True:
         pending = [pos for pos, s in enumerate(searches) if s.propose_layers() is not None]

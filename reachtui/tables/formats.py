@@ -90,6 +90,9 @@ def to_csv(table: Table, *, delimiter: str = ",", headers: bool = True) -> str:
     w = csv.writer(buf, delimiter=delimiter, lineterminator="\n")
     if headers:
         w.writerow(table.column_names)
+    if table.plain:   # nothing to convert (None is written empty, a bool column's 0/1 as they are)
+        w.writerows(table.rows)
+        return buf.getvalue()
     kinds = [c.kind for c in table.columns]
     for row in table.rows:
         w.writerow([_csv_value(v, k) for v, k in zip(row, kinds)])

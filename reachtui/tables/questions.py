@@ -70,18 +70,40 @@ def questions_table(source: Any, run_ids: Sequence[int]) -> Table:
 
 
 def attempts_table(source: Any, run_ids: Sequence[int]) -> Table:
-    """The raw attempts, by question (task order), probe, attempt."""
+    """The raw attempts, by question (task order), probe, attempt. Temperature and seed are not stored: they
+    are recomputed from the run's protocol (`Protocol.decoding_of` and `Protocol.attempt_seeder`, what the
+    engine decoded with) inside the query; blank for an imported run, which records neither."""
     con = connection(source)
     rows: list[tuple] = []
     for run_id in run_ids:
-        cur = con.execute(
-            """SELECT a.run_id, q.qid, a.probe, a.attempt, a.route, a.silenced, a.temperature, a.seed,
-                      a.text, a.answer, a.rule, a.correct, a.mean_logprob, a.new_tokens,
-                      a.layers_executed, a.compute
-               FROM attempts a JOIN questions q ON q.id = a.question_id
-               WHERE a.run_id = ? ORDER BY q.idx, a.probe, a.attempt""",
-            (run_id,),
-        )
-        rows += [r[:11] + (None if r[11] is None else bool(r[11]),) + r[12:] for r in cur]
+        temperature, params = _decoding(con, run_id)
+        rows += con.execute(
+            f"""SELECT a.run_id, q.qid, a.probe, a.attempt, a.route, a.silenced, {temperature},
+                       CASE WHEN {temperature} > 0
+                            THEN reachtui_seed(a.probe, a.route, a.silenced, q.idx, a.attempt) END,
+                       a.text, a.answer, a.rule, a.correct, a.mean_logprob, a.new_tokens,
+                       a.layers_executed, a.compute
+                FROM attempts a JOIN questions q ON q.id = a.question_id
+                WHERE a.run_id = ? ORDER BY q.idx, a.probe, a.attempt""",
+            (*params, *params, run_id),
+        ).fetchall()
     title = "Attempts" + runs_label(run_ids)
-    return Table("attempts", title, list(ATTEMPT_COLUMNS), rows)
+    return Table("attempts", title, list(ATTEMPT_COLUMNS), rows, plain=True)
+
+
+def _decoding(con, run_id: int) -> tuple[str, tuple]:
+    """An SQL expression (and its parameters) for an attempt's temperature in run `run_id`, with the SQL
+    function reachtui_seed(probe, route, silenced, task index, attempt) registered on `con` for its seed."""
+    from reachtui.protocol import protocol_of_run
+
+    row = con.execute("SELECT protocol_json, source FROM runs WHERE id = ?", (run_id,)).fetchone()
+    if row is None or row[1] != "audit":
+        return "NULL", ()
+    protocol = protocol_of_run({"protocol_json": row[0]})
+    con.create_function("reachtui_seed", 5, protocol.attempt_seeder(), deterministic=True)
+    own = {spec.name: protocol.decoding_of(spec.name)[0] for spec in protocol.probes}
+    cases = " ".join("WHEN ? THEN ?" for _ in own)
+    default = protocol.decoding_of(registry.REALIZED.name)[0]   # realized, mlp:<L>, explore:<id>
+    if not own:
+        return "?", (default,)
+    return f"CASE a.probe {cases} ELSE ? END", (*(v for kv in own.items() for v in kv), default)

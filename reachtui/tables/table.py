@@ -46,6 +46,9 @@ class Table:
     rows: list[tuple]  # each aligned with `columns`
     notes: list[str] = field(default_factory=list)  # said beside the table (stderr for data formats)
     warnings: list[str] = field(default_factory=list)  # said loudly, and marked in every format
+    #: every value is None, an int, a float or a str as SQLite returned it (no NaN, no bool: a bool column
+    #: holds 0/1), so csv writes the rows as they are; the raw attempts of a large run are millions of rows
+    plain: bool = False
 
     @property
     def column_names(self) -> list[str]:
@@ -154,4 +157,4 @@ def select(
     finally:
         con.close()
     rows = [tuple(_from_sql(v, c.kind) for v, c in zip(r, cols)) for r in fetched]
-    return replace(table, columns=cols, rows=rows)
+    return replace(table, columns=cols, rows=rows, plain=False)

@@ -10,6 +10,7 @@ The main screen (`screens/main.py`) draws the run and takes the keys.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -21,7 +22,7 @@ from textual.app import App
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from reachtui.engine.progress import APPLY, DONE
-from reachtui.errors import ReachError
+from reachtui.errors import DamagedStore, ReachError, sqlite_fault
 from reachtui.tui import actions
 from reachtui.tui.data import AuditData, RunInfo
 from reachtui.tui.intervention import Intervention
@@ -63,8 +64,10 @@ class ReachApp(App[None]):
     def __init__(self, store: str | Path, run_id: int | None = None, *, launch: Launch | None = None,
                  export_dir: str | Path | None = None, preloaded: Any = None,
                  keymap: dict[str, str] | None = None, compare: tuple[int, int] | None = None,
-                 allow_unmatched: bool = False) -> None:
+                 allow_unmatched: bool = False, check_store: bool = False) -> None:
         super().__init__()
+        self.check_store = check_store      # check the store's integrity once the first frame is on screen
+        self.fatal: ReachError | None = None   # why the app closed by itself (`reachtui open` prints it)
         self.compare = compare              # (run A, run B): the comparison view instead of the main screen
         self.allow_unmatched = allow_unmatched
         self.keymap = dict(keymap or {})
@@ -139,6 +142,34 @@ class ReachApp(App[None]):
         self.ready_at = time.time()
         self.first_paint_s = time.perf_counter() - START
         self.log(f"first paint {self.first_paint_s:.3f} s after import")
+        if self.check_store:
+            self._integrity_worker()
+
+    @work(thread=True, exclusive=True, group="integrity", exit_on_error=False, name="integrity")
+    def _integrity_worker(self) -> None:
+        """`PRAGMA quick_check` of a large store after the first paint (`reachtui.commands.open`): a damaged
+        store closes the app with the one line a small one gets before it starts."""
+        from reachtui.store import Store
+
+        try:
+            Store(self.store_path, readonly=True, check=True).close()
+        except ReachError as exc:
+            self.call_from_thread(self._close_with, exc)
+
+    def _store_failed(self, exc: Exception) -> None:
+        """A read of the store failed: a damaged page closes the app with the damaged-store line (as the
+        check would); anything else is a notification."""
+        fault = sqlite_fault(exc, self.store_path) if isinstance(exc, sqlite3.DatabaseError) else exc
+        if isinstance(fault, DamagedStore):
+            self._close_with(fault)
+        elif fault is None:
+            raise exc
+        else:
+            self.notify(str(fault), title="store", severity="error")
+
+    def _close_with(self, exc: ReachError) -> None:
+        self.fatal = exc
+        self.exit(return_code=getattr(exc, "exit_code", 2))
 
     def _open_data(self) -> None:
         if self.data is None and self.store_path.is_file():
@@ -154,15 +185,15 @@ class ReachApp(App[None]):
         try:
             run = self.data.run(run_id)
             self._show_rows(run, self.data.rows(run), self.data.failure_sets(run_id))
-        except ReachError as exc:
-            self.notify(str(exc), title="store", severity="error")
+        except (ReachError, sqlite3.DatabaseError) as exc:
+            self._store_failed(exc)
 
     def _use_preloaded(self, run_id: int | None) -> None:
         fut, self.preloaded = self.preloaded, None
         try:
             result = fut.result()
-        except ReachError as exc:
-            self.notify(str(exc), title="store", severity="error")
+        except (ReachError, sqlite3.DatabaseError) as exc:
+            self._store_failed(exc)
             return
         if result is not None and run_id is not None and result[0].id != run_id:
             self._load_now(run_id)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reachtui.errors import ReachError
 from reachtui.outcomes import first_hit, realized, repaired_broken
 from reachtui.probes.registry import EXPLORE, REALIZED, is_reach, ordered_names, realized_where
 from reachtui.tui.state import CRow, QRow
@@ -189,17 +190,27 @@ class AuditData:
             f"WHERE run_id = ? AND question_id = ? AND {realized_where()}", (run_id, key))
         return rows[0] if rows else None
 
-    def hits(self, run_id: int, key: int, probes: tuple[str, ...], limit: int = 64) -> list[dict[str, Any]]:
-        """The attempts of reach probes that reached the gold answer, probe by probe (in `probes` order),
-        in attempt order."""
+    def hits(self, run: RunInfo, key: int, limit: int = 64) -> list[dict[str, Any]]:
+        """The attempts of the run's reach probes that reached the gold answer, probe by probe (in
+        `run.probes` order), in attempt order, each with the temperature it decoded at (from the protocol)."""
+        probes = run.probes
         if not probes:
             return []
         marks = ",".join("?" * len(probes))
         order = " ".join(f"WHEN ? THEN {i}" for i in range(len(probes)))
-        return self._dicts(
-            f"SELECT probe, attempt, route, silenced, temperature, answer, text, new_tokens FROM attempts "
+        hits = self._dicts(
+            f"SELECT probe, attempt, route, silenced, answer, text, new_tokens FROM attempts "
             f"WHERE run_id = ? AND question_id = ? AND correct = 1 AND probe IN ({marks}) "
-            f"ORDER BY CASE probe {order} END, attempt LIMIT ?", (run_id, key, *probes, *probes, limit))
+            f"ORDER BY CASE probe {order} END, attempt LIMIT ?", (run.id, key, *probes, *probes, limit))
+        from reachtui.protocol import Protocol
+
+        try:
+            protocol = Protocol.from_dict(run.protocol)
+        except ReachError:  # a hand-written protocol this reachtui cannot read: no temperatures to show
+            return hits
+        for h in hits:
+            h["temperature"] = protocol.decoding_of(h["probe"])[0]
+        return hits
 
     # ---- search -----------------------------------------------------------------------------------
 

@@ -95,7 +95,7 @@ def run(args: argparse.Namespace, path: Path) -> None:
                     batch.append({
                         "question_id": q, "probe": probe, "attempt": j, "correct": ok,
                         "route": f"0-{j % 20},{j % 20},{j % 20 + 2}-23" if probe == "routes" else None,
-                        "temperature": 1.0 if probe == "sample" else 0.0, "seed": j, "answer": ans,
+                        "answer": ans,
                         "rule": "hash", "text": f" {rng.randrange(99)}+{rng.randrange(99)}={ans}. #### {ans}",
                         "mean_logprob": -rng.random(), "new_tokens": 20, "layers_executed": 24,
                         "compute": 24 * 60})

@@ -202,7 +202,7 @@ class MainScreen(Screen):
         if row is None or data is None or run is None:
             detail.show(None, None, [])
             return
-        detail.show(data.question(row.key), data.default_attempt(run.id, row.key), data.hits(run.id, row.key, run.probes))
+        detail.show(data.question(row.key), data.default_attempt(run.id, row.key), data.hits(run, row.key))
 
     def current_row(self) -> QRow | None:
         t = self.table
