@@ -99,7 +99,7 @@ class AuditData:
 
     def rows(self, run: RunInfo) -> list[QRow]:
         """One row per question of the run, in task order: realized, and per reach probe reachable and
-        first hit (1-based k). One GROUP BY over the covering index `attempts_by_probe` (most of the
+        first hit (1-based k). One GROUP BY over the covering index `attempts_by_answer` (most of the
         first paint on a 10,000 x 32 run)."""
         probes = run.probes
         pindex = {p: i for i, p in enumerate(probes)}
