@@ -157,6 +157,11 @@ class RunControl:
         return self.per.get(probe, {})
 
 
+#: `grading.equivalent` of (answer, gold) pairs, per answer format: one table build's runs share it (they
+#: share questions, golds and partners, and most answers recur), so each pair is graded once per build.
+Graded = dict[str, dict[tuple[str, str], bool]]
+
+
 def control_params(protocol: dict[str, Any]) -> tuple[str, int, str]:
     """(answer format, control seed, strata scheme) from a stored protocol dict; defaults for runs
     recorded before the protocol had a `control` table (or lenient values for hand-written JSON)."""
@@ -174,12 +179,14 @@ _RUN_QUESTIONS = f"WITH {RUN_QUESTIONS_CTE} SELECT q.id, q.gold FROM rq JOIN que
                  "ORDER BY q.idx, q.qid"
 
 
-def run_control(con: sqlite3.Connection, run_id: int, protocol: dict[str, Any]) -> RunControl:
+def run_control(con: sqlite3.Connection, run_id: int, protocol: dict[str, Any],
+                graded: Graded | None = None) -> RunControl:
     """The run's derangement and every (probe, question)'s outcomes (realized included): attempts, hits and
     the first hit, the answer scatter, the control hits and the answer-blind picks. One pass: the run's
     (probe, question, answer) groups (`outcomes.ANSWER_GROUPS_SQL`, from a covering index); Python sees
     groups, never attempts, and looks attempts up only for the picks that groups leave open (tied best
-    log-probs, an answer whose attempts disagree on correctness)."""
+    log-probs, an answer whose attempts disagree on correctness). `graded`: the pairs graded so far, when
+    the caller builds several runs (`Graded`)."""
     fmt, seed, scheme = control_params(protocol)
     questions = con.execute(_RUN_QUESTIONS, {"run": run_id}).fetchall()
     ids = [q for q, _g in questions]
@@ -189,7 +196,8 @@ def run_control(con: sqlite3.Connection, run_id: int, protocol: dict[str, Any]) 
     partner = {q: (None if p is None else ids[p]) for q, p in zip(ids, partner_pos)}
     partner_gold = {q: (None if p is None else golds[p]) for q, p in zip(ids, partner_pos)}
     rc = RunControl(fmt, seed, scheme, ids, partner, dict(zip(ids, names)))
-    _fold_groups(con, run_id, rc, partner_gold)
+    equal = {} if graded is None else graded.setdefault(fmt, {})
+    _fold_groups(con, run_id, rc, partner_gold, equal)
     return rc
 
 
@@ -204,10 +212,11 @@ def _uniform(correct: int | None, count: int) -> bool | None:
 _OPEN = object()  # a pick that groups leave open: the attempts are looked up
 
 
-def _fold_groups(con: sqlite3.Connection, run_id: int, rc: RunControl, partner_gold: dict[int, str | None]) -> None:
-    """`run_control`'s pass: fold each probe's answer groups into one Scatter per question."""
+def _fold_groups(con: sqlite3.Connection, run_id: int, rc: RunControl, partner_gold: dict[int, str | None],
+                 equal: dict[tuple[str, str], bool]) -> None:
+    """`run_control`'s pass: fold each probe's answer groups into one Scatter per question. `equal`: the
+    (answer, gold) pairs graded so far in the run's answer format (filled in here)."""
     fmt, per, logprobs = rc.fmt, rc.per, rc.logprobs
-    equal: dict[tuple[str, str], bool] = {}
     open_vote: list[tuple[str, int, str]] = []  # (probe, question, winning answer): look up the pick
     open_lp: list[tuple[str, int]] = []
     open_first: list[tuple[str, int, str]] = []  # (probe, question, answer) whose attempts disagree

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from reachtui.control import RunControl, run_control
+from reachtui.control import Graded, RunControl, run_control
 from reachtui.errors import ReachError
 from reachtui.outcomes import PER_PROBE_CTE, RUN_QUESTIONS_CTE
 from reachtui.probes import registry
@@ -119,10 +119,11 @@ def run_probes(source: Any, run_id: int) -> list[str]:
 
 
 def controls(con: sqlite3.Connection, run_ids: Sequence[int]) -> Iterator[tuple[int, dict[str, Any], RunControl]]:
-    """(run id, run_info, its chance control) for each run."""
+    """(run id, run_info, its chance control) for each run; the runs share their graded answers."""
+    graded: Graded = {}
     for run_id in run_ids:
         info = run_info(con, run_id)
-        yield run_id, info, run_control(con, run_id, info["protocol"])
+        yield run_id, info, run_control(con, run_id, info["protocol"], graded)
 
 
 def run_notes(info: dict[str, Any], probes_done: dict[str, int] | None, n: int) -> list[str]:

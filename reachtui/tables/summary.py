@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from reachtui import curves, stats
-from reachtui.control import RunControl, run_control
+from reachtui.control import Graded, RunControl, run_control
 from reachtui.outcomes import FAILURE_CANDIDATES_SQL, FAILURE_PREFIX, REALIZED_CTE, REALIZED_IDS_SQL
 from reachtui.probes import registry
 from reachtui.seeds import derive_seed
@@ -139,7 +139,7 @@ def _add_honest_numbers(rc: RunControl, realized_ok: set[int], rows: list[dict[s
 
 
 def summary_rows(source: Any, run_id: int, *, intervals: bool = False, bootstrap: int = stats.DEFAULT_BOOTSTRAP,
-                 seed: int = 0) -> list[dict[str, Any]]:
+                 seed: int = 0, graded: Graded | None = None) -> list[dict[str, Any]]:
     """The run's numbers per probe, as plain dicts (fractions in 0..1): a "realized" row first, then one
     row per reachability probe with attempts, in display order (the audit's closing table). Keys:
 
@@ -170,7 +170,7 @@ def summary_rows(source: Any, run_id: int, *, intervals: bool = False, bootstrap
 
     Bootstrap intervals use `bootstrap` replicates (0: none, NaN) seeded from `seed` and the probe name.
     For the realized row, control is the default answer scored against the partner's gold and excess
-    realized - control.
+    realized - control. `graded`: shared by the runs of one build (`reachtui.control.Graded`).
     """
     con = connection(source)
     info = run_info(con, run_id)
@@ -186,7 +186,7 @@ def summary_rows(source: Any, run_id: int, *, intervals: bool = False, bootstrap
         probe=REALIZED, budget=1, n=n, n_attempted=n_real_done, realized=realized, reachable=realized,
         gap=0.0, blind_vote=realized, blind_logprob=realized, retained_vote=math.nan,
         retained_logprob=math.nan, failure=0, chance=chance(info, 1), pass_at_k=None, reachable_at_k=None)]
-    rc = run_control(con, run_id, info["protocol"])  # the one pass over the attempts; the intervals reuse it
+    rc = run_control(con, run_id, info["protocol"], graded)  # the one pass over the attempts; the intervals reuse it
     groups = groups_of(rc)
     budget_curves = probe_curves(con, run_id, groups)
     vote = {p: sum(1 for s in rc.per[p].values() if s.vote) for p in groups}
@@ -301,9 +301,10 @@ def summary_table(source: Any, run_ids: Sequence[int], *, bootstrap: int = stats
     rows: list[tuple] = []
     notes: list[str] = []
     names = [c.name for c in SUMMARY_COLUMNS]
+    graded: Graded = {}
     for run_id in run_ids:
         info = run_info(con, run_id)
-        got = summary_rows(con, run_id, intervals=True, bootstrap=bootstrap, seed=seed)
+        got = summary_rows(con, run_id, intervals=True, bootstrap=bootstrap, seed=seed, graded=graded)
         for r in got[1:] or got[:1]:
             values = dict(run=run_id, model=info["model"], task=info["task"], protocol_hash=info["protocol_hash"],
                           **_table_values(r, got[0]))
