@@ -16,6 +16,8 @@ for one run, as reachtui/tui/app.py builds it). Printed per table: seconds (best
 seconds / baseline, PASS at <= 3.0. The raw attempts table (every column of every attempt, temperature and
 seed recomputed) is a dump, not an aggregate: it is also given as a ratio to `DUMP_SQL`, a plain
 `SELECT *` of the same rows. The machine's load moves both; rerun with --repeat 3 to steady them.
+First it prints the floor: reading the answer groups of every run (`ANSWER_GROUPS_SQL`, what the chance
+control's pass folds) and doing nothing with them; the tables built for both runs cannot beat it.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from bench_tables import build  # noqa: E402  (the same two-run store)
 
 from reachtui import tables as T  # noqa: E402
 from reachtui import store_schema  # noqa: E402
+from reachtui.outcomes import ANSWER_GROUPS_SQL  # noqa: E402
+from reachtui.probes import registry  # noqa: E402
 from reachtui.store import Store  # noqa: E402
 
 BASELINE_SQL = "SELECT run_id, probe, question_id, count(*), sum(correct) FROM attempts GROUP BY 1, 2, 3"
@@ -50,6 +54,20 @@ def baseline(path: Path, sql: str = BASELINE_SQL) -> float:
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     t0 = time.perf_counter()
     con.execute(sql).fetchall()
+    dt = time.perf_counter() - t0
+    con.close()
+    return dt
+
+
+def groups_floor(path: Path) -> float:
+    """Seconds to read the answer groups of every run (`outcomes.ANSWER_GROUPS_SQL`, what
+    `reachtui.control.run_control` folds) doing nothing with them: no table built for all runs is faster."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    t0 = time.perf_counter()
+    for (run_id,) in con.execute("SELECT id FROM runs").fetchall():
+        for probe in registry.names(registry.PROBES):
+            for _row in con.execute(ANSWER_GROUPS_SQL, {"run": run_id, "probe": probe}):
+                pass
     dt = time.perf_counter() - t0
     con.close()
     return dt
@@ -109,6 +127,9 @@ def main() -> None:
             return
         names = [n for n in todo if not args.only or n.split(" ")[0] in args.only.split(",")]
         print(f"baseline: {BASELINE_SQL}  (best of 2, measured again before each table)")
+        base, floor = min(baseline(path) for _ in range(2)), min(groups_floor(path) for _ in range(2))
+        print(f"floor: the answer groups of every run, read and dropped: {floor:.2f} s = {floor / base:.1f} x "
+              f"baseline {base:.3f} s (best of 2)")
         print(f"{'table':22s} {'rows':>8s} {'seconds':>8s} {'baseline':>8s} {'ratio':>6s}")
         worst, bases = 0.0, []
         for name in names:
