@@ -8,6 +8,7 @@ outcomes: hits and the first hit, the answer scatter and the answer-blind picks 
 """
 from __future__ import annotations
 
+import json
 import random
 import sqlite3
 from dataclasses import dataclass, field
@@ -180,13 +181,14 @@ _RUN_QUESTIONS = f"WITH {RUN_QUESTIONS_CTE} SELECT q.id, q.gold FROM rq JOIN que
 
 
 def run_control(con: sqlite3.Connection, run_id: int, protocol: dict[str, Any],
-                graded: Graded | None = None) -> RunControl:
+                graded: Graded | None = None, *, stored: bool = True) -> RunControl:
     """The run's derangement and every (probe, question)'s outcomes (realized included): attempts, hits and
     the first hit, the answer scatter, the control hits and the answer-blind picks. One pass: the run's
     (probe, question, answer) groups (`outcomes.ANSWER_GROUPS_SQL`, from a covering index); Python sees
     groups, never attempts, and looks attempts up only for the picks that groups leave open (tied best
     log-probs, an answer whose attempts disagree on correctness). `graded`: the pairs graded so far, when
-    the caller builds several runs (`Graded`)."""
+    the caller builds several runs (`Graded`). A finished run's pass is stored (`outcome_rows`); with
+    `stored` it is read back instead of made again while it still describes the run's attempts."""
     fmt, seed, scheme = control_params(protocol)
     questions = con.execute(_RUN_QUESTIONS, {"run": run_id}).fetchall()
     ids = [q for q, _g in questions]
@@ -196,9 +198,61 @@ def run_control(con: sqlite3.Connection, run_id: int, protocol: dict[str, Any],
     partner = {q: (None if p is None else ids[p]) for q, p in zip(ids, partner_pos)}
     partner_gold = {q: (None if p is None else golds[p]) for q, p in zip(ids, partner_pos)}
     rc = RunControl(fmt, seed, scheme, ids, partner, dict(zip(ids, names)))
+    if stored and _read_stored(con, run_id, rc):
+        return rc
     equal = {} if graded is None else graded.setdefault(fmt, {})
     _fold_groups(con, run_id, rc, partner_gold, equal)
     return rc
+
+
+# ---- the pass of a finished run, stored (tables `outcomes`, `outcome_runs`: reachtui.store_schema) --------
+
+#: Bump with any change to what the pass computes (`_fold_groups` and what it calls): a stored pass made
+#: under other definitions (or by another reachtui version) is not read.
+FOLD_VERSION = 1
+_OUTCOME_COLUMNS = "n, hits, no_answer, answers, control_hits, control_first, first_hit, vote, logprob"
+
+
+def fold_key() -> str:
+    from reachtui import __version__
+
+    return f"{FOLD_VERSION}/{__version__}"
+
+
+def attempts_seen(con: sqlite3.Connection, run_id: int) -> tuple[int, int | None]:
+    """(count, last id) of the run's attempts the pass reads: attempts are only ever added, so these say
+    whether a stored pass still describes them."""
+    names = registry.names(registry.PROBES)
+    return tuple(con.execute(f"SELECT count(*), max(id) FROM attempts WHERE run_id = ? AND probe IN "
+                             f"({','.join('?' * len(names))})", (run_id, *names)).fetchone())
+
+
+def outcome_rows(rc: RunControl) -> list[tuple]:
+    """The pass as `outcomes` rows: (probe, question_id, n, hits, no_answer, answers, control_hits,
+    control_first, first_hit, vote, logprob)."""
+    return [(probe, q, c.n, c.hits, c.no_answer, c.distinct, c.control_hits, c.control_first, c.first_hit,
+             None if c.vote is None else int(c.vote), None if c.logprob is None else int(c.logprob))
+            for probe, cells in rc.per.items() for q, c in cells.items()]
+
+
+def _read_stored(con: sqlite3.Connection, run_id: int, rc: RunControl) -> bool:
+    """Fill `rc` from the run's stored pass if there is one that still describes its attempts."""
+    if con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'outcome_runs'").fetchone() is None:
+        return False     # a store older than version 4
+    row = con.execute("SELECT fold, attempts, last_attempt, logprobs FROM outcome_runs WHERE run_id = ?",
+                      (run_id,)).fetchone()
+    if row is None or row[0] != fold_key() or tuple(row[1:3]) != attempts_seen(con, run_id):
+        return False
+    for probe in registry.names(registry.PROBES):   # the pass's order: probes as registered, questions by id
+        cells = {q: Scatter(n, hits, no_answer, answers, c_hits, c_first, first,
+                            None if vote is None else bool(vote), None if lp is None else bool(lp))
+                 for q, n, hits, no_answer, answers, c_hits, c_first, first, vote, lp in con.execute(
+                     f"SELECT question_id, {_OUTCOME_COLUMNS} FROM outcomes WHERE run_id = ? AND probe = ? "
+                     f"ORDER BY question_id", (run_id, probe))}
+        if cells:
+            rc.per[probe] = cells
+    rc.logprobs = set(json.loads(row[3]))
+    return True
 
 
 def _uniform(correct: int | None, count: int) -> bool | None:

@@ -241,7 +241,8 @@ class Store(StoreQueries):
     def upsert_task(self, task: Any) -> int:
         """The id of `task` (`.name .path .sha256 .questions`, each `.id .question .answer [.solution]`),
         inserted with its questions if its sha256 is new (a task given a name, `.named`, renames a known
-        one). Idempotent."""
+        one). Idempotent. A task's questions are inserted once, in task order, so their ids follow it (the
+        raw attempts export relies on this to read rows in task order without sorting them)."""
         questions = list(task.questions)
         with self._write():
             self.db.execute("INSERT OR IGNORE INTO tasks (name, path, sha256, n_questions) VALUES (?, ?, ?, ?)",
@@ -386,6 +387,21 @@ class Store(StoreQueries):
                     self.create_failure_set(run_id, name, probe, self.failure_candidates(run_id, probe))
                 out[name] = self.get_failure_set(run_id, name)
         return out
+
+    def write_outcomes(self, run_id: int, rows: Sequence[tuple], *, fold: str, seen: tuple[int, int | None],
+                       logprobs: Iterable[str]) -> None:
+        """Store a finished run's pass (`reachtui.control.outcome_rows`), replacing any earlier one, with what
+        it saw: its definitions `fold`, the (count, last id) of the attempts it read, the probes with
+        log-probs."""
+        with self._write():
+            self.conn.execute("DELETE FROM outcome_runs WHERE run_id = ?", (run_id,))
+            self.conn.execute("DELETE FROM outcomes WHERE run_id = ?", (run_id,))
+            self.conn.executemany(
+                "INSERT INTO outcomes (run_id, probe, question_id, n, hits, no_answer, answers, control_hits, "
+                "control_first, first_hit, vote, logprob) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(run_id, *r) for r in rows])
+            self.conn.execute("INSERT INTO outcome_runs (run_id, fold, attempts, last_attempt, logprobs) "
+                              "VALUES (?, ?, ?, ?, ?)", (run_id, fold, *seen, json.dumps(sorted(logprobs))))
 
     def write_mlp_scan(self, run_id: int, rows: Iterable[Mapping[str, Any]]) -> None:
         """Upsert MLP-scan rows: each has layer, set_id, failure_n, repaired, realized_n, broken

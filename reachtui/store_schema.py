@@ -41,7 +41,18 @@ created_at (the run's created/updated times remain), and the index attempts_by_p
 covers every query it served). Readers never read the dropped columns, so they still open version 2 and 3
 stores as they are; a writer migrates (a rewrite of the attempts table; VACUUM returns the space).
 `answer`, `rule` and `correct` stay although the grader could recompute them: every table aggregates them,
-and grading is milliseconds per attempt.
+and grading is milliseconds per attempt. Version 4 also stores the tables' one pass over a finished run
+(`reachtui.control.run_control`), so that tables of millions of attempts read one row per (probe, question):
+
+    outcomes(run_id->runs, probe, question_id, n, hits, no_answer, answers, control_hits, control_first,
+             first_hit, vote, logprob, PK(run_id, probe, question_id))   a `control.Scatter` each
+    outcome_runs(run_id->runs PK, fold, attempts, last_attempt, logprobs)   what the pass saw: its
+             definitions (`control.FOLD`), the count and last id of the attempts it read, the probes with
+             log-probs (JSON)
+
+A reader uses them only while they still describe the attempts (same definitions, same count and last id;
+attempts are only ever added, and a trigger forgets a run's pass when one of its attempts is changed or
+deleted); otherwise it makes the pass itself, as for an older store.
 """
 
 from __future__ import annotations
@@ -163,6 +174,19 @@ DROP INDEX IF EXISTS attempts_by_probe;
 ALTER TABLE attempts DROP COLUMN temperature;
 ALTER TABLE attempts DROP COLUMN seed;
 ALTER TABLE attempts DROP COLUMN created_at;
+CREATE TABLE outcomes (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    probe TEXT NOT NULL, question_id INTEGER NOT NULL,
+    n INTEGER NOT NULL, hits INTEGER NOT NULL, no_answer INTEGER NOT NULL, answers INTEGER NOT NULL,
+    control_hits INTEGER NOT NULL, control_first INTEGER, first_hit INTEGER, vote INTEGER, logprob INTEGER,
+    PRIMARY KEY (run_id, probe, question_id)) WITHOUT ROWID;
+CREATE TABLE outcome_runs (
+    run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+    fold TEXT NOT NULL, attempts INTEGER NOT NULL, last_attempt INTEGER, logprobs TEXT NOT NULL);
+CREATE TRIGGER attempts_updated_outcomes AFTER UPDATE ON attempts
+    BEGIN DELETE FROM outcome_runs WHERE run_id IN (old.run_id, new.run_id); END;
+CREATE TRIGGER attempts_deleted_outcomes AFTER DELETE ON attempts
+    BEGIN DELETE FROM outcome_runs WHERE run_id = old.run_id; END;
 """
 
 

@@ -321,3 +321,20 @@ def test_a_failure_inside_the_write_leaves_the_store_as_it_was(tmp_path, task_fi
     with pytest.raises(RuntimeError, match="disk full"):
         import_file(gens, str(task_file), store_path=store_path)
     assert _digest(store_path) == before
+
+
+def test_an_import_stores_the_tables_pass_over_its_attempts(tmp_path, task_file):
+    """Like an audit, an import leaves the tables' pass stored with the run (`outcome_runs`), and the tables
+    read from it are the ones the pass makes."""
+    from reachtui.engine.importing import import_file
+    from reachtui.tables import build_table
+
+    store_path = tmp_path / "s.sqlite"
+    import_file(write_jsonl(tmp_path / "gens.jsonl"), str(task_file), store_path=store_path)
+    with Store(store_path) as store:
+        (run_id, attempts), = store.conn.execute("SELECT run_id, attempts FROM outcome_runs").fetchall()
+        assert attempts == store.conn.execute("SELECT count(*) FROM attempts").fetchone()[0]
+        stored = build_table(store, "questions", [run_id]).rows
+        store.conn.execute("DELETE FROM outcome_runs")
+        store.conn.commit()
+        assert build_table(store, "questions", [run_id]).rows == stored

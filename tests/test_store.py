@@ -274,6 +274,26 @@ def test_upserts_are_idempotent(store):
     assert list(store.task_question_ids(t)) == ["t-0", "t-1", "t-2", "t-3"]
 
 
+def test_question_ids_follow_task_order_and_the_attempts_export_comes_in_it(store):
+    """Whatever the qids and the order attempts arrive in, `export attempts` lists them in task order (it
+    reads the unique index unsorted: a task's question ids follow its order)."""
+    from reachtui.tables import build_table
+
+    first = store.upsert_task(T("a", "/a", "c" * 64, (Q("z", "z?", "1"), Q("a", "a?", "2"), Q("m", "m?", "3"))))
+    second = store.upsert_task(T("b", "/b", "d" * 64, (Q("b", "b?", "4"), Q("a", "a?", "5"))))
+    for task_id in (first, second):
+        rows = store.db.execute("SELECT id, idx FROM questions WHERE task_id = ? ORDER BY id", (task_id,)).fetchall()
+        assert [idx for _id, idx in rows] == list(range(len(rows)))
+    ids = store.task_question_ids(first)
+    run_id = store.create_run(store.upsert_model("m"), first, protocol_json={}, protocol_hash="h",
+                              question_ids=ids.values())
+    for qid in ("m", "a", "z"):
+        store.insert_attempts(run_id, [{"question_id": ids[qid], "probe": p, "attempt": j, "correct": 0}
+                                       for p in ("sample", "realized") for j in ((1, 0) if p == "sample" else (0,))])
+    got = [(r["question_id"], r["probe"], r["attempt"]) for r in build_table(store, "attempts", [run_id]).dicts()]
+    assert got == [(q, p, j) for q in ("z", "a", "m") for p, j in (("realized", 0), ("sample", 0), ("sample", 1))]
+
+
 def test_a_task_with_duplicate_ids_is_refused_whole(store):
     bad = T("dup", "/d", "b" * 64, (Q("x", "a?", "1"), Q("x", "b?", "2")))
     assert "unique" in _one_line_error(lambda: store.upsert_task(bad))

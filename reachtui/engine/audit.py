@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from reachtui.engine import mlp, phases
 from reachtui.engine.context import RunContext, check_fits, stopped_by
+from reachtui.engine.finish import store_outcomes
 from reachtui.engine.progress import DONE, FAILURE_SETS, MLP_SCAN, Cancelled, Progress
 from reachtui.errors import DamagedStore, EnvironmentFault, ReachError
 from reachtui.outcomes import failure_set_name
@@ -187,6 +188,9 @@ class Audit:
                 t0 = time.monotonic()
                 run_phase()
                 result.phase_seconds[phase] = time.monotonic() - t0
+            with self.store.transaction():   # complete, with the tables' pass over its attempts stored
+                store_outcomes(self.store, self.run_id)
+                self.store.set_run_status(self.run_id, "complete")
         except Cancelled:
             self.store.set_run_status(self.run_id, "cancelled")
             result.status = "cancelled"
@@ -204,7 +208,6 @@ class Audit:
                 raise
             raise raised from exc
         else:
-            self.store.set_run_status(self.run_id, "complete")
             result.status = "complete"
         result.failure_sets = dict(self.failure_sets)
         result.generated = ctx.generated

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from reachtui import jsonl
+from reachtui.engine.finish import store_outcomes
 from reachtui.engine.record import graded
 from reachtui.errors import ReachError
 from reachtui.probes import registry
@@ -323,6 +324,7 @@ def write_run(store, task, protocol, graded_rows: list[dict[str, Any]], *, model
         sets = {}
         if freeze is not None:
             sets = {name: row["size"] for name, row in store.freeze_failure_sets(run_id, freeze).items()}
+        store_outcomes(store, run_id)
         store.set_run_status(run_id, "complete")
     return run_id, question_ids, sets
 

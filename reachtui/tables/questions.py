@@ -70,7 +70,8 @@ def questions_table(source: Any, run_ids: Sequence[int]) -> Table:
 
 
 def attempts_table(source: Any, run_ids: Sequence[int]) -> Table:
-    """The raw attempts, by question (task order), probe, attempt. Temperature and seed are not stored: they
+    """The raw attempts, by question (task order: a task's question ids follow it, `Store.upsert_task`; so the
+    rows come in the order of the store's unique index, unsorted), probe, attempt. Temperature and seed are not stored: they
     are recomputed from the run's protocol (`Protocol.decoding_of` and `Protocol.attempt_seeder`, what the
     engine decoded with) inside the query; blank for an imported run, which records neither."""
     con = connection(source)
@@ -84,7 +85,7 @@ def attempts_table(source: Any, run_ids: Sequence[int]) -> Table:
                        a.text, a.answer, a.rule, a.correct, a.mean_logprob, a.new_tokens,
                        a.layers_executed, a.compute
                 FROM attempts a JOIN questions q ON q.id = a.question_id
-                WHERE a.run_id = ? ORDER BY q.idx, a.probe, a.attempt""",
+                WHERE a.run_id = ? ORDER BY a.question_id, a.probe, a.attempt""",
             (*params, *params, run_id),
         ).fetchall()
     title = "Attempts" + runs_label(run_ids)

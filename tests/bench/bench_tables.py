@@ -21,12 +21,15 @@ from tables_fixtures import make_task  # noqa: E402
 
 from reachtui.tables import formats as F
 from reachtui import tables as T  # noqa: E402
+from reachtui.engine.finish import store_outcomes  # noqa: E402
 from reachtui.store import Store  # noqa: E402
 
 
-def build(path: Path, n: int, k: int) -> None:
+def build(path: Path, n: int, k: int, stored_pass: bool = True) -> None:
     """Two runs ("base", "tuned"): per question 1 realized attempt (correct with p 0.4), then K per probe
-    (p 0.1), answers from a few candidates so that votes tie and log-probs matter. bench_tables_scale uses it."""
+    (p 0.1), answers from a few candidates so that votes tie and log-probs matter. bench_tables_scale uses it.
+    Each run finishes as an audit's does, with the tables' pass stored (`stored_pass`; without it, as a
+    store of an older reachtui: the tables make the pass each time)."""
     rng = random.Random(0)
     task = make_task("bench", n)
     with Store(path) as store:
@@ -54,6 +57,8 @@ def build(path: Path, n: int, k: int) -> None:
             store.insert_attempts(run, rows)
             for probe in ("sample", "routes", "mcts"):
                 store.create_failure_set(run, f"failure:{probe}", probe, store.failure_candidates(run, probe))
+            if stored_pass:
+                store_outcomes(store, run)
             store.set_run_status(run, "complete")
 
 

@@ -16,8 +16,10 @@ for one run, as reachtui/tui/app.py builds it). Printed per table: seconds (best
 seconds / baseline, PASS at <= 3.0. The raw attempts table (every column of every attempt, temperature and
 seed recomputed) is a dump, not an aggregate: it is also given as a ratio to `DUMP_SQL`, a plain
 `SELECT *` of the same rows. The machine's load moves both; rerun with --repeat 3 to steady them.
-First it prints the floor: reading the answer groups of every run (`ANSWER_GROUPS_SQL`, what the chance
-control's pass folds) and doing nothing with them; the tables built for both runs cannot beat it.
+First it prints the floor of the pass: reading the answer groups of every run (`ANSWER_GROUPS_SQL`, what
+the tables' one pass over a run folds) and doing nothing with them. A finished run stores its pass
+(`reachtui.engine.finish`), and the tables read that; a store without it (`--without-stored-pass`, as one
+of an older reachtui) makes the pass in every build, and its tables for both runs cannot beat the floor.
 """
 
 from __future__ import annotations
@@ -102,15 +104,18 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="time each table this many times, keep the best")
     ap.add_argument("--only", default="", help="comma-separated tables to time (default: all)")
     ap.add_argument("--profile", default="", help="cProfile this table and print the top functions")
+    ap.add_argument("--without-stored-pass", action="store_true",
+                    help="runs finished without the tables' pass stored (a store of an older reachtui)")
     args = ap.parse_args()
     # one file per schema version: a store this reachtui migrated is newer than an older checkout reads
     path = args.store or Path(f"/tmp/reachtui-bench-tables-{args.questions}x{1 + 3 * args.k}x2"
-                              f"-v{getattr(store_schema, 'SCHEMA_VERSION', 0)}.sqlite")
+                              f"-v{getattr(store_schema, 'SCHEMA_VERSION', 0)}"
+                              f"{'-nopass' if args.without_stored_pass else ''}.sqlite")
     if args.rebuild or not path.exists():
         for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
             p.unlink(missing_ok=True)
         t0 = time.perf_counter()
-        build(path, args.questions, args.k)
+        build(path, args.questions, args.k, stored_pass=not args.without_stored_pass)
         print(f"built {path} in {time.perf_counter() - t0:.1f} s")
     with Store(path, readonly=True) as store:
         per_run = store.conn.execute("SELECT count(*) FROM attempts WHERE run_id = 1").fetchone()[0]
@@ -128,7 +133,7 @@ def main() -> None:
         names = [n for n in todo if not args.only or n.split(" ")[0] in args.only.split(",")]
         print(f"baseline: {BASELINE_SQL}  (best of 2, measured again before each table)")
         base, floor = min(baseline(path) for _ in range(2)), min(groups_floor(path) for _ in range(2))
-        print(f"floor: the answer groups of every run, read and dropped: {floor:.2f} s = {floor / base:.1f} x "
+        print(f"floor of the pass: the answer groups of every run, read and dropped: {floor:.2f} s = {floor / base:.1f} x "
               f"baseline {base:.3f} s (best of 2)")
         print(f"{'table':22s} {'rows':>8s} {'seconds':>8s} {'baseline':>8s} {'ratio':>6s}")
         worst, bases = 0.0, []
