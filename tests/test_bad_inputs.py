@@ -159,19 +159,15 @@ def env(tmp_path_factory):
 
 
 def _fingerprint(path: Path):
-    """The store file's bytes and its rows (read through any WAL), or None when there is no file."""
+    """The bytes of the store file and of its write-ahead log (where a write lands first), or None when
+    there is no file. Raw bytes, not a dump of the rows: a dump of the damaged store, read through SQLite,
+    was seen to differ between two reads of an unchanged file; and no write can leave both files as they
+    were, while a reader does."""
     if not path.is_file():
         return None
-    data = hashlib.sha256(path.read_bytes()).hexdigest()
-    try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            rows = hashlib.sha256("\n".join(con.iterdump()).encode()).hexdigest()
-        finally:
-            con.close()
-    except sqlite3.Error as exc:
-        rows = f"unreadable: {exc}"
-    return data, rows
+    wal = path.with_name(path.name + "-wal")
+    digest = lambda p: hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() and p.stat().st_size else None  # noqa: E731
+    return digest(path), digest(wal)
 
 
 def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
