@@ -12,6 +12,7 @@ import random
 from pathlib import Path
 from types import SimpleNamespace
 
+from reachtui.engine.finish import store_outcomes
 from reachtui.protocol import ProbeSpec, Protocol
 from reachtui.store import Store
 
@@ -92,5 +93,7 @@ def build_store(path: str | Path, *, n: int = 40, k: int = 8, probes: tuple[str,
                                      realized_n=realized_n, broken=broken))
                 store.write_mlp_scan(run_id, rows)
         if progress >= 1.0:
+            if status == "complete":    # as a finished audit leaves it: with the tables' pass stored
+                store_outcomes(store, run_id)
             store.set_run_status(run_id, status)
     return run_id
