@@ -420,3 +420,23 @@ def test_each_exported_temperature_and_seed_regenerates_its_attempt(tmp_path, ta
     assert all(isinstance(row["seed"], int) for row in rows)
     assert [row for row in rows if text(row, row["seed"]) != row["text"]] == []
     assert sum(text(row, row["seed"] + 1) != row["text"] for row in rows) > len(rows) / 2   # the seed matters
+
+
+def test_the_apply_job_without_the_app_repeats_the_mlp_scan_row_for_its_layer(tmp_path, task):
+    """The app's apply job is an engine job: run with no app, silencing one MLP on failure:sample gives
+    the MLP scan's repaired/broken counts for that layer and the very same attempts (texts and grades)."""
+    from reachtui.engine.mlp import apply
+
+    store = Store(tmp_path / "s.sqlite")
+    rid = audit(store, task, Protocol(probes=PROBES, seed=3, temperature=0.5), mlp_scan="sample").run_id
+    scan = {r["layer"]: r for r in store.mlp_scan(rid)}
+    for layer in (0, 5):
+        done = apply(store, FakeRunner(), rid, "sample", None, frozenset({layer}))
+        assert done.status == "complete"
+        row = scan[layer]
+        assert (done.extra["repaired"], done.extra["failure_n"], done.extra["broken"], done.extra["realized_n"]) == \
+            (row["repaired"], row["failure_n"], row["broken"], row["realized_n"])
+        attempts = lambda probe: store.conn.execute(  # noqa: E731
+            "SELECT question_id, text, correct FROM attempts WHERE run_id = ? AND probe = ? ORDER BY question_id",
+            (rid, probe)).fetchall()
+        assert attempts(f"explore:{done.extra['exploration_id']}") == attempts(f"mlp:{layer}") != []
