@@ -198,7 +198,9 @@ def run_control(con: sqlite3.Connection, run_id: int, protocol: dict[str, Any],
     partner = {q: (None if p is None else ids[p]) for q, p in zip(ids, partner_pos)}
     partner_gold = {q: (None if p is None else golds[p]) for q, p in zip(ids, partner_pos)}
     rc = RunControl(fmt, seed, scheme, ids, partner, dict(zip(ids, names)))
-    if stored and _read_stored(con, run_id, rc):
+    kept = stored_pass(con, run_id) if stored else None
+    if kept is not None:
+        rc.per, rc.logprobs = kept
         return rc
     equal = {} if graded is None else graded.setdefault(fmt, {})
     _fold_groups(con, run_id, rc, partner_gold, equal)
@@ -235,14 +237,16 @@ def outcome_rows(rc: RunControl) -> list[tuple]:
             for probe, cells in rc.per.items() for q, c in cells.items()]
 
 
-def _read_stored(con: sqlite3.Connection, run_id: int, rc: RunControl) -> bool:
-    """Fill `rc` from the run's stored pass if there is one that still describes its attempts."""
+def stored_pass(con: sqlite3.Connection, run_id: int) -> tuple[dict[str, dict[int, Scatter]], set[str]] | None:
+    """The run's stored pass, (probe -> question_id -> Scatter, probes with log-probs), if there is one that
+    still describes its attempts; else None (make the pass)."""
     if con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'outcome_runs'").fetchone() is None:
-        return False     # a store older than version 4
+        return None     # a store older than version 4
     row = con.execute("SELECT fold, attempts, last_attempt, logprobs FROM outcome_runs WHERE run_id = ?",
                       (run_id,)).fetchone()
     if row is None or row[0] != fold_key() or tuple(row[1:3]) != attempts_seen(con, run_id):
-        return False
+        return None
+    per: dict[str, dict[int, Scatter]] = {}
     for probe in registry.names(registry.PROBES):   # the pass's order: probes as registered, questions by id
         cells = {q: Scatter(n, hits, no_answer, answers, c_hits, c_first, first,
                             None if vote is None else bool(vote), None if lp is None else bool(lp))
@@ -250,9 +254,8 @@ def _read_stored(con: sqlite3.Connection, run_id: int, rc: RunControl) -> bool:
                      f"SELECT question_id, {_OUTCOME_COLUMNS} FROM outcomes WHERE run_id = ? AND probe = ? "
                      f"ORDER BY question_id", (run_id, probe))}
         if cells:
-            rc.per[probe] = cells
-    rc.logprobs = set(json.loads(row[3]))
-    return True
+            per[probe] = cells
+    return per, set(json.loads(row[3]))
 
 
 def _uniform(correct: int | None, count: int) -> bool | None:

@@ -102,3 +102,32 @@ def test_a_pass_stored_under_other_definitions_is_not_read(audited, no_pass):
     store.conn.commit()
     with pytest.raises(AssertionError, match="made again"):
         build_table(store, "summary", runs[:1])
+
+
+def test_the_apps_rows_from_the_stored_pass_equal_those_from_the_attempts(audited, tmp_path):
+    """The first paint of a finished run reads its question rows (realized, reachable and first hit per
+    probe) from the stored pass; they are the rows the attempts give, an ungraded realized attempt included."""
+    from reachtui.tui.data import AuditData
+
+    store, runs = audited
+    one = store.conn.execute("SELECT id FROM attempts WHERE run_id = ? AND probe = 'realized' ORDER BY id LIMIT 1",
+                             (runs[1],)).fetchone()[0]
+    store.conn.execute("UPDATE attempts SET correct = NULL WHERE id = ?", (one,))   # forgets run 2's pass
+    store.conn.commit()
+    from reachtui.engine.finish import store_outcomes
+
+    store_outcomes(store, runs[1])
+    data = AuditData(store.path)
+    try:
+        stored = {r: data.rows(data.run(r)) for r in runs}
+        assert any(row.realized is None for row in stored[runs[1]])
+        assert any(any(row.reach) for row in stored[runs[0]]) and any(any(row.first_hit) for row in stored[runs[0]])
+    finally:
+        data.close()
+    store.conn.execute("DELETE FROM outcome_runs")
+    store.conn.commit()
+    data = AuditData(store.path)
+    try:
+        assert {r: data.rows(data.run(r)) for r in runs} == stored
+    finally:
+        data.close()

@@ -99,20 +99,24 @@ class AuditData:
 
     def rows(self, run: RunInfo) -> list[QRow]:
         """One row per question of the run, in task order: realized, and per reach probe reachable and
-        first hit (1-based k). One GROUP BY over the covering index `attempts_by_answer` (most of the
-        first paint on a 10,000 x 32 run)."""
+        first hit (1-based k). From the run's stored pass when it has one (a finished run: one row per
+        probe and question), else one GROUP BY over the covering index `attempts_by_answer` (most of the
+        first paint of a run still going)."""
+        from reachtui.control import stored_pass
+
         probes = run.probes
         pindex = {p: i for i, p in enumerate(probes)}
         n = len(probes)
         agg: dict[int, tuple[list, list]] = {}
         done: dict[int, bool | None] = {}
-        marks = ",".join("?" * (n + 1))
+        kept = stored_pass(self.conn, run.id)
+        read = (REALIZED.name,) if kept is not None else (REALIZED.name, *probes)   # the pass has the rest
         for key, probe, any_ok, first in self.conn.execute(
             f"SELECT question_id, probe, max(correct), min(CASE WHEN correct = 1 THEN attempt END) "
-            f"FROM attempts WHERE run_id = ? AND probe IN ({marks}) GROUP BY probe, question_id",
-            (run.id, REALIZED.name, *probes)):
+            f"FROM attempts WHERE run_id = ? AND probe IN ({','.join('?' * len(read))}) GROUP BY probe, question_id",
+            (run.id, *read)):
             if probe == REALIZED.name:
-                done[key] = realized(any_ok)
+                done[key] = realized(any_ok)   # None when ungraded (the pass does not keep that apart)
                 continue
             entry = agg.get(key)
             if entry is None:
@@ -120,6 +124,10 @@ class AuditData:
             i = pindex[probe]
             entry[0][i] = bool(any_ok)
             entry[1][i] = first_hit(first)
+        for i, probe in enumerate(probes if kept is not None else ()):
+            for key, cell in kept[0].get(probe, {}).items():
+                entry = agg.setdefault(key, ([None] * n, [None] * n))
+                entry[0][i], entry[1][i] = cell.hits > 0, cell.first_hit
         empty = ((None,) * n, (None,) * n)
         out = []
         for key, qid, question in self.conn.execute(
