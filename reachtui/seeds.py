@@ -8,21 +8,20 @@ from __future__ import annotations
 import hashlib
 
 
+def _seed_of(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big") >> 1
+
+
 def derive_seed(*parts: object) -> int:
     """A 63-bit seed from parts such as (protocol seed, "sample", question index, attempt)."""
-    return seed_deriver()(*parts)
+    return _seed_of("\x1f".join(map(repr, parts)))
 
 
 def seed_deriver(*head: object):
     """`derive_seed` with its first parts fixed: seed_deriver(a, b)(c, d) == derive_seed(a, b, c, d) (the
     rest not empty). Cheaper when many seeds share a head: an export recomputes one per attempt."""
     prefix = "".join(repr(p) + "\x1f" for p in head)
-
-    def derive(*rest: object) -> int:
-        text = prefix + "\x1f".join(map(repr, rest))
-        return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big") >> 1
-
-    return derive
+    return lambda *rest: _seed_of(prefix + "\x1f".join(map(repr, rest)))
 
 
 def attempt_seed(protocol_seed: int, stream: str, task_index: int, attempt: int, temperature: float) -> int | None:
@@ -31,4 +30,4 @@ def attempt_seed(protocol_seed: int, stream: str, task_index: int, attempt: int,
     engine seeds with this; an export recomputes it (`Protocol.attempt_seeder`), so the store does not keep it."""
     if temperature <= 0:
         return None
-    return seed_deriver(protocol_seed, stream)(task_index, attempt)
+    return derive_seed(protocol_seed, stream, task_index, attempt)
