@@ -15,15 +15,25 @@ from typing import Any, Protocol, runtime_checkable
 from reachtui.routes import Route
 
 
+#: The sampler new runs draw with (recorded in the protocol, so a run never matches one drawn otherwise).
+#: 1: one torch.Generator per row, torch.multinomial row by row (runs stored before version 2).
+#: 2: inverse-CDF sampling of the whole batch at once, each row's uniform a counter-based hash of its seed
+#:    and step (`reachtui.model.sampling`): the same noise on every device, batch-invariant.
+SAMPLER_VERSION = 2
+SAMPLERS = (1, 2)
+
+
 @dataclass(frozen=True)
 class Decoding:
-    """How tokens are chosen: greedy at temperature 0, else sampling with top-p; generation stops at
-    `max_new_tokens`, EOS, or the first stop string (cut from the text)."""
+    """How tokens are chosen: greedy at temperature 0, else sampling with top-p (by sampler `sampler`, see
+    SAMPLER_VERSION); generation stops at `max_new_tokens`, EOS, or the first stop string (cut from the
+    text)."""
 
     max_new_tokens: int = 48
     temperature: float = 0.0
     top_p: float = 1.0
     stop: tuple[str, ...] = ()
+    sampler: int = SAMPLER_VERSION
 
     @property
     def greedy(self) -> bool:
@@ -35,7 +45,8 @@ class Decoding:
         protocol becomes a Decoding, for the audit, the app's live runs and `reachtui generate --template`."""
         return cls(max_new_tokens=protocol.max_new_tokens,
                    temperature=protocol.temperature if temperature is None else temperature,
-                   top_p=protocol.top_p if top_p is None else top_p, stop=tuple(protocol.stop))
+                   top_p=protocol.top_p if top_p is None else top_p, stop=tuple(protocol.stop),
+                   sampler=protocol.sampler)
 
 
 @dataclass

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from reachtui.errors import ReachError
+from reachtui.generation import SAMPLER_VERSION, SAMPLERS
 from reachtui.grading import FORMATS
 from reachtui.probes import registry
 from reachtui.seeds import seed_deriver
@@ -56,7 +57,7 @@ def _coerce(obj, prefix: str) -> None:
 
 #: (table, field, value before the field existed): settings added after runs were first stored. At that
 #: value they are left out of the canonical JSON, so the hash of an older run's protocol does not change.
-LATER_FIELDS = (("mcts", "widening", 2.0),)
+LATER_FIELDS = (("mcts", "widening", 2.0), ("", "sampler", 1))
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,7 @@ class Protocol:
     mcts: MctsParams = field(default_factory=MctsParams)
     seed: int = 0
     control: ControlParams = field(default_factory=ControlParams)  # the chance control's derangement
+    sampler: int = SAMPLER_VERSION  # how sampled tokens are drawn (reachtui.generation.SAMPLER_VERSION)
 
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen)
@@ -199,6 +201,8 @@ class Protocol:
         _check_decoding(self.temperature, self.top_p, "")
         if self.seed < 0:
             raise ReachError(f"protocol: seed must be >= 0, not {self.seed}")
+        if self.sampler not in SAMPLERS:
+            raise ReachError(f"protocol: sampler must be one of {', '.join(map(str, SAMPLERS))}, not {self.sampler}")
         if self.routes_mode not in ROUTES_MODES:
             known = ", ".join(ROUTES_MODES)
             raise ReachError(f"protocol: routes_mode must be one of {known}, not {self.routes_mode!r}")
@@ -224,11 +228,15 @@ class Protocol:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> Protocol:
-        """Build from `to_dict()`-shaped data (missing keys take defaults; unknown keys are errors)."""
+    def from_dict(cls, d: dict, *, stored: bool = False) -> Protocol:
+        """Build from `to_dict()`-shaped data (missing keys take defaults; unknown keys are errors).
+        `stored`: the data is a stored run's protocol, where a missing `sampler` means version 1 (the
+        canonical JSON leaves it out at that value, and runs stored before it existed drew with it)."""
         if not isinstance(d, dict):
             raise ReachError("protocol: expected a table of settings")
         d = dict(d)
+        if stored:
+            d.setdefault("sampler", 1)
         d.pop("grader", None)    # written by canonical_json; the running grader's version is what counts
         _known(d, cls, "")
         if d.get("chat") is True and "template" not in d:
@@ -384,7 +392,7 @@ def load_protocol_file(path) -> Protocol:
 def protocol_of_run(run: dict) -> Protocol:
     """The protocol a stored run (a `runs` row with `protocol_json`) was made under."""
     try:
-        return Protocol.from_dict(json.loads(run["protocol_json"]))
+        return Protocol.from_dict(json.loads(run["protocol_json"]), stored=True)
     except (ValueError, TypeError) as exc:
         raise ReachError(f"run {run.get('id')}: its stored protocol cannot be read ({exc})") from None
 

@@ -35,9 +35,11 @@ FIXED = Protocol(
 def test_hash_is_stable():
     # These literals guard against accidental changes: a new hash makes every stored run incomparable.
     # Change them only on purpose, when the protocol's meaning changes.
-    # (Changed when the protocol gained `control`, the chance control's derangement seed and strata.)
-    assert Protocol().hash() == "22e6d13f2511"
-    assert FIXED.hash() == "4b1732ce2364"
+    # (Changed when the protocol gained `control`, the chance control's derangement seed and strata, and
+    # when new runs drew with sampler 2: version 1 keeps the earlier hashes, below.)
+    assert Protocol().hash() == "3f84a7f315bb"
+    assert FIXED.hash() == "fe4089615292"
+    assert replace(FIXED, sampler=1).hash() == "4b1732ce2364"
     assert len(FIXED.hash()) == 12 and FIXED.hash() == Protocol.from_dict(FIXED.to_dict()).hash()
 
 
@@ -74,11 +76,23 @@ def test_hash_changes_with_every_outcome_field(change):
 
 
 def test_hashes_of_runs_stored_before_a_setting_existed_do_not_change():
-    """mcts.widening came later; at the value the search used before (2.0) it stays out of the hash."""
-    assert Protocol().hash() == "22e6d13f2511"
-    assert Protocol(probes=(ProbeSpec("mcts", budget=16),)).hash() == "f573acac205f"
-    assert Protocol(mcts=MctsParams(widening=1.0)).hash() != "22e6d13f2511"
-    assert '"widening"' not in Protocol().canonical_json() and Protocol().to_dict()["mcts"]["widening"] == 2.0
+    """mcts.widening and sampler came later; at the value used before (2.0, sampler 1) they stay out of the
+    hash, and a stored protocol that lacks `sampler` was drawn with version 1."""
+    old = Protocol(sampler=1)
+    assert old.hash() == "22e6d13f2511"
+    assert Protocol(probes=(ProbeSpec("mcts", budget=16),), sampler=1).hash() == "f573acac205f"
+    assert Protocol(mcts=MctsParams(widening=1.0), sampler=1).hash() != "22e6d13f2511"
+    assert '"widening"' not in old.canonical_json() and old.to_dict()["mcts"]["widening"] == 2.0
+    assert '"sampler"' not in old.canonical_json() and '"sampler":2' in Protocol().canonical_json()
+    stored = Protocol.from_dict(json.loads(old.canonical_json()), stored=True)
+    assert stored.sampler == 1 and stored.hash() == "22e6d13f2511"
+    # a protocol file written by hand without `sampler` takes the current one
+    assert Protocol.from_dict({"seed": 0}).sampler == 2 and Protocol.from_dict({"seed": 0}).hash() == "3f84a7f315bb"
+
+
+def test_an_unknown_sampler_version_is_refused():
+    with pytest.raises(ReachError, match="sampler must be one of 1, 2"):
+        Protocol(sampler=3)
 
 
 def test_the_graders_version_is_part_of_the_hash(monkeypatch):

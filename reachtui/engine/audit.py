@@ -63,7 +63,7 @@ def check_given_run(store, run_id: int, *, task, protocol, limit: int | None = N
     phash = protocol.hash()
     if run["protocol_hash"] != phash:
         try:
-            stored = type(protocol).from_dict(json.loads(run["protocol_json"])).to_dict()
+            stored = type(protocol).from_dict(json.loads(run["protocol_json"]), stored=True).to_dict()
             diff = _protocol_diff(stored, protocol.to_dict())
         except (ValueError, TypeError, ReachError):
             diff = []

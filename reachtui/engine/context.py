@@ -74,7 +74,7 @@ class RunContext:
         self.runner = runner
         self.run_id = int(run_id)
         self.run_row = store.get_run(self.run_id)
-        self.protocol = Protocol.from_dict(json.loads(self.run_row["protocol_json"]))
+        self.protocol = Protocol.from_dict(json.loads(self.run_row["protocol_json"]), stored=True)
         if self.protocol.hash() != self.run_row["protocol_hash"]:
             raise ReachError(f"run {run_id}: its stored protocol no longer hashes to {self.run_row['protocol_hash']} "
                              f"(made by another reachtui version?); start a new run")

@@ -325,7 +325,7 @@ class ReachApp(App[None]):
     def protocol(self):
         from reachtui.protocol import Protocol
 
-        return Protocol.from_dict(self.run_info.protocol)
+        return Protocol.from_dict(self.run_info.protocol, stored=True)
 
     # ---- engine jobs: a live run, an apply, the audit ---------------------------------------------
 

@@ -213,7 +213,7 @@ class AuditData:
         from reachtui.protocol import Protocol
 
         try:
-            protocol = Protocol.from_dict(run.protocol)
+            protocol = Protocol.from_dict(run.protocol, stored=True)
         except ReachError:  # a hand-written protocol this reachtui cannot read: no temperatures to show
             return hits
         for h in hits:
