@@ -41,8 +41,15 @@ def tiny(arch: str):
     return loaded(arch)
 
 
-def runner(arch: str) -> Runner:
-    return Runner(tiny(arch))
+#: How decoding steps run (`Runner.step_mode`): the eager growing cache a CPU uses, and the full-capacity
+#: step a GPU captures as a CUDA graph, here run eagerly (plain models; others keep growing).
+MODES = ["growing", "full"]
+
+
+def runner(arch: str, mode: str = "growing") -> Runner:
+    r = Runner(tiny(arch))
+    r.step_mode = mode
+    return r
 
 
 def hf_greedy(lm, prompts, new=NEW, model=None):
@@ -149,8 +156,9 @@ def test_discover_unsupported():
 # ------------------------------------------------------------------------------------------ identity
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_identity_route_matches_generate(arch):
-    lm, r = tiny(arch), runner(arch)
+@pytest.mark.parametrize("mode", MODES)
+def test_identity_route_matches_generate(arch, mode):
+    lm, r = tiny(arch), runner(arch, mode)
     ref, ref_logits = hf_greedy(lm, PROMPTS)
     batched = r.generate(PROMPTS, decoding=Decoding(max_new_tokens=NEW))
     assert [g.token_ids for g in batched] == ref
@@ -176,8 +184,9 @@ ROUTES = [(0, 1, 1, 2, 3, 3), (1, 2, 1, 2, 3)]
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_repeated_layers_cached_equals_recompute(arch):
-    lm, r = tiny(arch), runner(arch)
+@pytest.mark.parametrize("mode", MODES)
+def test_repeated_layers_cached_equals_recompute(arch, mode):
+    lm, r = tiny(arch), runner(arch, mode)
     for route in ROUTES:
         gens = r.generate(PROMPTS, route=Route(route), decoding=Decoding(max_new_tokens=NEW))
         for p, g in zip(PROMPTS, gens):
@@ -195,10 +204,11 @@ SHARING = [((1, 2, 3), ()), ((0, 0, 1, 2, 3), ()), ((0, 1, 1, 2, 3), ()), ((0, 1
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_many_interventions_share_the_identity_prefill_exactly(arch):
+@pytest.mark.parametrize("mode", MODES)
+def test_many_interventions_share_the_identity_prefill_exactly(arch, mode):
     """generate_many over interventions that begin like the identity replays a recorded identity prefill for
     those positions: bit-identical tokens and log-probs to one generate call per intervention."""
-    r = runner(arch)
+    r = runner(arch, mode)
     prompts = PROMPTS + [PROMPTS[0]]          # a repeated prompt is prefilled once
     plans = [(Route(route), frozenset(sil)) for route, sil in SHARING]
     for dec in (Decoding(max_new_tokens=NEW), Decoding(max_new_tokens=NEW, temperature=1.0)):
@@ -227,11 +237,12 @@ MIXED = [((0, 1, 1, 2, 3), (), [4, 0]), ((1, 2, 3), (), [2]), ((0, 1, 2, 3), (1,
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_interventions_on_their_own_prompts_decode_as_one_batch(arch, monkeypatch):
+@pytest.mark.parametrize("mode", MODES)
+def test_interventions_on_their_own_prompts_decode_as_one_batch(arch, monkeypatch, mode):
     """generate_many with rows (each intervention on its own prompts, in any order): the tokens of one
     generate call per intervention; greedy and sampled; on a plain model one forward per decoding step for
     all of them, and the same numbers when the call is repeated."""
-    r = runner(arch)
+    r = runner(arch, mode)
     plans = [(Route(route), frozenset(sil)) for route, sil, _ in MIXED]
     rows = [rs for _, _, rs in MIXED]
     for dec in (Decoding(max_new_tokens=NEW), Decoding(max_new_tokens=NEW, temperature=1.0)):
@@ -440,8 +451,9 @@ def zeroed_copy(model, arch, layer):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_silencing_equals_zeroed_output_projection(arch):
-    lm, r = tiny(arch), runner(arch)
+@pytest.mark.parametrize("mode", MODES)
+def test_silencing_equals_zeroed_output_projection(arch, mode):
+    lm, r = tiny(arch), runner(arch, mode)
     layer = 1
     zm = zeroed_copy(lm.model, lm.arch, layer)
     ids = lm.tokenizer(PROMPTS[2], return_tensors="pt").input_ids
@@ -498,8 +510,9 @@ def test_model_restored_after_calls_and_failures(monkeypatch):
 
 # ------------------------------------------------------------------------------------------ decoding
 
-def test_sampling_is_seeded_per_prompt():
-    r = runner("llama")
+@pytest.mark.parametrize("mode", MODES)
+def test_sampling_is_seeded_per_prompt(mode):
+    r = runner("llama", mode)
     dec = Decoding(max_new_tokens=NEW, temperature=1.0, top_p=0.9)
     together = r.generate(PROMPTS, decoding=dec, seeds=[11, 12, 13], batch_size=3)
     alone = [r.generate([p], decoding=dec, seeds=[s])[0] for p, s in zip(PROMPTS, [11, 12, 13])]
@@ -512,8 +525,9 @@ def test_sampling_is_seeded_per_prompt():
         assert g.mean_logprob < 0 and g.new_tokens == len(g.token_ids)
 
 
-def test_stop_strings_eos_and_compute():
-    lm, r = tiny("qwen2"), runner("qwen2")
+@pytest.mark.parametrize("mode", MODES)
+def test_stop_strings_eos_and_compute(mode):
+    lm, r = tiny("qwen2"), runner("qwen2", mode)
     free = r.generate(PROMPTS, decoding=Decoding(max_new_tokens=12))
     # pick, per row, a character that the free run produces, and stop there
     texts = [g.text for g in free]
@@ -537,11 +551,12 @@ def test_stop_strings_eos_and_compute():
 
 
 @pytest.mark.parametrize("arch", ["gemma2", "gpt2"])
-def test_finished_rows_leave_the_batch_exactly(arch, monkeypatch):
+@pytest.mark.parametrize("mode", MODES)
+def test_finished_rows_leave_the_batch_exactly(arch, monkeypatch, mode):
     """Rows that stop early are dropped from the batch (and the cache) once they are a quarter of it;
     the others go on unchanged, greedy and sampled (each row keeps its own generator, and finished rows
     still in the batch draw nothing from anyone's)."""
-    r = runner(arch)
+    r = runner(arch, mode)
     prompts = PROMPTS + ["1+1=", "abc", "Question: 7*8?"]
     for dec in (Decoding(max_new_tokens=12), Decoding(max_new_tokens=12, temperature=1.0)):
         free = r.generate(prompts, decoding=dec, seeds=list(range(len(prompts))), route=Route((0, 1, 1, 2, 3)))

@@ -27,6 +27,8 @@ from reachtui.model import routing
 from reachtui.model.prefix import PrefixStore, Recording, padded
 from reachtui.model.decode import decode, eos_ids
 from reachtui.model.memory import is_oom, keep_freed_memory
+from reachtui.model.steppers import FullStepper, GrowingStepper
+from reachtui.model.stops import suspect_table
 from reachtui.generation import Decoding, Generation
 from reachtui.routes import Route, identity, validate_route
 
@@ -76,8 +78,50 @@ class Runner:
         self.mixing = self.plain and not getattr(self.model, "hf_device_map", None)
         self.mix_bytes = 2 << 30
         self.plain_prefix = routing.plain_positions(identity_cache)
+        #: how decoding steps run (`reachtui.model.steppers`): "full" (full-capacity cache, captured as a
+        #: CUDA graph on a GPU) for plain models held whole on a GPU, else "growing" (eager); tests set
+        #: "full" on a CPU to run the capturable step eagerly
+        self.step_mode = "full" if on_gpu and self.mixing else "growing"
+        self.capture = on_gpu                   # cleared for good when a capture fails
+        self.notes: list[str] = []              # said once to the run (`take_notes`)
+        self._stop_tables: dict[tuple, object] = {}
 
     # ------------------------------------------------------------------ public
+
+    def take_notes(self) -> list[str]:
+        """What the runner has to tell the run since it was last asked (e.g. that capture fell back)."""
+        notes, self.notes = self.notes, []
+        return notes
+
+    def _capture_failed(self, why: str) -> None:
+        if self.capture:
+            self.capture = False
+            self.notes.append(f"decoding steps run eagerly: a CUDA graph could not be captured ({why})")
+
+    def _stop_table(self, stops: tuple[str, ...]):
+        stops = tuple(s for s in stops if s)
+        if stops and stops not in self._stop_tables:
+            self._stop_tables[stops] = suspect_table(self.tokenizer, stops)
+        return self._stop_tables.get(stops)
+
+    def _full(self, record) -> bool:
+        return self.step_mode == "full" and record is None
+
+    def _capacity(self, width: int, dec: Decoding, full: bool) -> int:
+        """KV positions a decode batch needs; a full-capacity cache rounds up to 16 (aligned masks)."""
+        need = width + dec.max_new_tokens
+        return -(-need // 16) * 16 if full else need
+
+    def _decode(self, cache, attention, logits, ids, seeds, dec: Decoding, route_lens, record, full: bool):
+        """Decode a prefilled batch with the stepper `full` asks for (see `reachtui.model.steppers`)."""
+        capacity = self._capacity(attention.shape[1], dec, full)
+        if full:
+            stepper = FullStepper(self.model, self.arch, cache, attention, capacity,
+                                  capture=self.capture, on_fallback=self._capture_failed)
+        else:
+            stepper = GrowingStepper(self.model, cache, attention, capacity)
+        return decode(stepper, self.tokenizer, self.eos_ids, ids, logits, seeds, dec, route_lens, record,
+                      self._stop_table(dec.stop))
 
     def forget_prefixes(self) -> None:
         """Drop the identity prefills kept for mixed calls (the engine does, after a phase of them)."""
@@ -326,7 +370,9 @@ class Runner:
         as `_generate_batch` does; the positions it shares with the identity replayed from each prompt's own
         recording, `reachtui.model.prefix`), then all rows decode together."""
         width = max(len(x) for rows in ids for x in rows)
-        mixed = mixed_batch.MixedCache(self.arch, plans, [len(rows) for rows in ids], width + dec.max_new_tokens)
+        full = self._full(None)
+        mixed = mixed_batch.MixedCache(self.arch, plans, [len(rows) for rows in ids],
+                                       self._capacity(width, dec, full), full=full)
         logits, masks = [], []
         with torch.inference_mode():
             for n, ((route, silenced), rows) in enumerate(zip(plans, ids)):
@@ -346,8 +392,8 @@ class Runner:
             mixed.close(width)
             flat = [x for rows in ids for x in rows]
             with mixed_batch.installed_mixed(self.arch, mixed):
-                gens = decode(self.model, self.tokenizer, self.eos_ids, flat, mixed, torch.cat(masks), torch.cat(logits), [s for ss in seeds for s in ss],
-                                    dec, [len(route) for (route, _), rows in zip(plans, ids) for _ in rows])
+                gens = self._decode(mixed, torch.cat(masks), torch.cat(logits), flat, [s for ss in seeds for s in ss],
+                                    dec, [len(route) for (route, _), rows in zip(plans, ids) for _ in rows], None, full)
         out, at = [], 0
         for rows in ids:
             out.append(gens[at: at + len(rows)])
@@ -426,17 +472,19 @@ class Runner:
         tap = routing.PrefillTap()
         records = self._record(groups, inputs, share, tap) if share else None
 
+        full = self._full(record) and self.plain
         for pid, (route, silenced), row_seeds, d in zip(ids_of, plans, seeds, depths):
             d = min(d, share)
             with routing.installed(self.arch, route.layers, silenced, force=force, tap=tap if d else None), \
                     torch.inference_mode():
                 cache, attention, logits = self._prefill(groups, inputs, width, dec, tap if d else None,
-                                                         records, d)
+                                                         records, d, full=full)
                 if len(unique) < len(ids):   # identical prompts: one prefill, copied to every row
                     index = torch.tensor(row_of, device=self.device)
                     routing.select_rows(cache, index)
                     attention, logits = attention[index], logits[index]
-                gens = decode(self.model, self.tokenizer, self.eos_ids, ids, cache, attention, logits, row_seeds, dec, [len(route)] * len(ids), record)
+                gens = self._decode(cache, attention, logits, ids, row_seeds, dec, [len(route)] * len(ids), record,
+                                    full)
             yield pid, gens
 
     def _sub_batches(self, rows: list[list[int]]) -> list[range]:
@@ -480,12 +528,13 @@ class Runner:
                 records.append((tap.outputs, routing.recorded_kv(cache, depth)))
         return records
 
-    def _prefill(self, groups, inputs, width: int, dec: Decoding, tap, records, depth: int, cache=None):
+    def _prefill(self, groups, inputs, width: int, dec: Decoding, tap, records, depth: int, cache=None,
+                 full: bool = False):
         """The merged cache, attention mask and last-position logits of every unique prompt (written into
-        `cache` if given: a plain cache of width + max_new_tokens positions)."""
+        `cache` if given: a plain cache of width + max_new_tokens positions; `full`: a full-capacity one)."""
         if cache is None:
             n = sum(len(g) for g in groups)
-            cache = routing.new_cache(self.arch, capacity=width + dec.max_new_tokens, batch=n)
+            cache = routing.new_cache(self.arch, capacity=self._capacity(width, dec, full), batch=n, full=full)
         logits = []
         for k, (g, (input_ids, attention, position_ids)) in enumerate(zip(groups, inputs)):
             target = cache
