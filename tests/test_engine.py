@@ -664,7 +664,8 @@ def test_a_rendered_chat_prompt_gets_no_second_bos():
 
 def test_batch_size_suggestion_from_free_memory(monkeypatch):
     """CPU: 64. GPU: as many prompts as 80% of the free memory holds after the prefill's room, from the
-    KV bytes a token takes at one position (measured) x (longest prompt + new tokens) x route length."""
+    KV bytes a token takes at one position (measured) x (longest prompt + new tokens) x route length; no
+    fixed cap (a GPU that holds thousands of rows decodes them in one batch)."""
     r = runner("llama")
     assert r.suggest_batch_size(PROMPTS, 8, 4) == (64, "cpu")
     kv = r._kv_bytes_per_token()
@@ -677,8 +678,53 @@ def test_batch_size_suggestion_from_free_memory(monkeypatch):
     reserve = r.prefill_tokens * (4 * 32 + 3 * r.arch.config.intermediate_size) * 4 + r.share_bytes
     longest = max(len(r.encode(p)) for p in PROMPTS) + 8
     per_row = longest * 6 * kv + 3 * 4 * r.model.config.vocab_size
-    for free, want in ((reserve / 0.8 + 10.5 * per_row / 0.8, 10), (reserve / 0.8, 1), (10 * reserve, 512)):
+    big = 10 * reserve                            # no fixed cap: what the memory holds
+    for free, want in ((reserve / 0.8 + 10.5 * per_row / 0.8, 10), (reserve / 0.8, 1),
+                       (big, int((0.8 * big - reserve) // per_row))):
         monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device, f=free: (int(f), int(4 * f)))
         size, why = r.suggest_batch_size(PROMPTS, 8, 6)
         assert size == want, (free, size, why)
     assert "GiB free" in why and f"{longest} tokens x 6 layers" in why
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3_moe", "gpt2"])
+def test_interventions_over_the_same_prompts_pack_into_one_batch(arch, monkeypatch):
+    """On a GPU (`packing`), generate_many decodes as many interventions as the memory holds as one mixed
+    batch (here: two per batch): the tokens of one call per intervention, log-probs within float error;
+    an out-of-memory error in a pack splits it in two and remembers the smaller size."""
+    r = runner(arch, "full")
+    r.packing = True
+    prompts = PROMPTS + ["1+1=", "abc"]
+    plans = [(Route(route), frozenset(sil)) for route, sil in SHARING]
+    monkeypatch.setattr(r, "_rows_that_fit", lambda tokens, positions: (2 * len(prompts), "test"))
+    packs = []
+    real = Runner._decode_pack
+    monkeypatch.setattr(r, "_decode_pack", lambda ids, pl, *a: (packs.append(len(pl)), real(r, ids, pl, *a))[1])
+    greedy = None
+    for dec in (Decoding(max_new_tokens=NEW), Decoding(max_new_tokens=NEW, temperature=1.0)):
+        seeds = [[10 * i + j for j in range(len(prompts))] for i in range(len(plans))]
+        done = []
+        many = r.generate_many(prompts, plans, decoding=dec, seeds=seeds, on_done=lambda i, g: done.append(i))
+        greedy = greedy or many
+        assert packs == [2, 2, 2, 1] and sorted(done) == list(range(len(plans)))
+        packs.clear()
+        r.packing = False
+        for (route, sil), got, row_seeds in zip(plans, many, seeds):
+            want = r.generate(prompts, route=route, silenced=sil, decoding=dec, seeds=row_seeds)
+            assert [g.token_ids for g in got] == [g.token_ids for g in want], (arch, route, sil)
+            assert [g.layers_executed for g in got] == [len(route)] * len(prompts)
+            assert [g.mean_logprob for g in got] == pytest.approx([g.mean_logprob for g in want], abs=1e-5)
+        r.packing = True
+
+    def small_memory(ids, pl, *a):
+        packs.append(len(pl))
+        if len(pl) > 1:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(r, ids, pl, *a)
+
+    monkeypatch.setattr(r, "_decode_pack", small_memory)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    gens = r.generate_many(prompts, plans[:4], decoding=Decoding(max_new_tokens=NEW),
+                           seeds=[[10 * i + j for j in range(len(prompts))] for i in range(4)])
+    assert packs == [2, 1, 1, 2, 1, 1] and r.max_pack_rows == len(prompts)
+    assert [[g.token_ids for g in x] for x in gens] == [[g.token_ids for g in x] for x in greedy[:4]]

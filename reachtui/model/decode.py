@@ -21,6 +21,8 @@ from reachtui.model.sampling import pick, pick_v1, uniforms
 from reachtui.model.stops import StopWatch
 
 LIVE, EOS, STOP = 0, 1, 2
+#: On a GPU the sampler works on this many bytes of float32 logits at a time (its copies stay bounded).
+_SAMPLER_BYTES = 1 << 30
 _FINISH = {LIVE: "length", EOS: "eos", STOP: "stop"}
 
 
@@ -154,16 +156,29 @@ def decode(stepper, tokenizer, eos: set[int], ids: list[list[int]], logits: torc
             keep = np.nonzero(alive)[0]
         return True
 
+    def choose(logits, step: int):
+        """Each row's next token and its log-prob under the un-tempered distribution, in float32, a slice of
+        rows at a time on a GPU (a float32 copy of a batch's logits can take gigabytes)."""
+        n = logits.shape[0]
+        size = n if device.type == "cpu" else max(1, _SAMPLER_BYTES // (4 * logits.shape[-1]))
+        live = state.live() if gens is not None else None
+        picked, logps = [], []
+        for a in range(0, n, size):
+            lf = logits[a:a + size].float()
+            if record is not None:
+                record.append(lf.clone())
+            if gens is not None:
+                nxt = pick_v1(lf, dec.temperature, dec.top_p, [gens[r] if live[r] else None for r in rows[a:a + size]])
+            else:
+                nxt = pick(lf, dec.temperature, dec.top_p, None if u is None else u[a:a + size, step])
+            picked.append(nxt)
+            logps.append(torch.log_softmax(lf, dim=-1).gather(1, nxt[:, None])[:, 0])
+        if len(picked) == 1:
+            return picked[0], logps[0]
+        return torch.cat(picked), torch.cat(logps)
+
     for step in range(steps):
-        lf = logits.float()
-        if record is not None:
-            record.append(lf.clone())
-        if gens is not None:
-            live = state.live()
-            nxt = pick_v1(lf, dec.temperature, dec.top_p, [gens[r] if live[r] else None for r in rows])
-        else:
-            nxt = pick(lf, dec.temperature, dec.top_p, None if u is None else u[:, step])
-        chosen = torch.log_softmax(lf, dim=-1).gather(1, nxt[:, None])[:, 0]
+        nxt, chosen = choose(logits, step)
         pending.append((step, _ToHost(nxt, chosen, rows)))
         if lag == 0 and not read(step):
             break

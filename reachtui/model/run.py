@@ -84,6 +84,10 @@ class Runner:
         self.step_mode = "full" if on_gpu and self.mixing else "growing"
         self.capture = on_gpu                   # cleared for good when a capture fails
         self.notes: list[str] = []              # said once to the run (`take_notes`)
+        #: several interventions over the same prompts decode as one batch (`_decode_packs`): on a GPU, where
+        #: a batch of thousands of rows still gains from more; a CPU is busy with one
+        self.packing = on_gpu
+        self.max_pack_rows: int | None = None    # rows of a packed mixed batch, after an out-of-memory error
         self._stop_tables: dict[tuple, object] = {}
 
     # ------------------------------------------------------------------ public
@@ -163,27 +167,29 @@ class Runner:
             return parse_route(route, self.num_layers, max_repeat=10**9)
         return validate_route(route, self.num_layers, max_repeat=10**9)
 
-    def suggest_batch_size(self, prompts: list[str], max_new_tokens: int, route_len: int,
-                           cap: int = 512) -> tuple[int, str]:
+    def suggest_batch_size(self, prompts: list[str], max_new_tokens: int, route_len: int) -> tuple[int, str]:
         """Prompts per generation job, and why. A CPU gains nothing from batches beyond 64 (they stop
-        fitting in its caches); a GPU takes as many prompts as 80% of its free memory holds, after room
-        for one prefill sub-batch and the shared prefill: the KV cache of the longest prompt plus
-        `max_new_tokens` at `route_len` positions, plus the logits, per prompt. An out-of-memory error
-        still halves the batch at run time."""
+        fitting in its caches); a GPU takes as many prompts as 80% of its free memory holds (`_rows_that_fit`;
+        no fixed cap). An out-of-memory error still halves the batch at run time."""
         if self.device.type == "cpu":
             return 64, "cpu"
         longest = max((len(self.encode(p)) for p in prompts), default=1) + max_new_tokens
+        return self._rows_that_fit(longest, route_len)
+
+    def _rows_that_fit(self, tokens: int, positions: int) -> tuple[int, str]:
+        """Decode rows of `tokens` KV positions at `positions` route positions that 80% of the GPU's free
+        memory holds, after room for one prefill sub-batch and the shared prefill: per row its KV cache
+        plus the logits and the sampler's float32 copies of them; and why."""
         free, _ = torch.cuda.mem_get_info(self.device)
         p = next(self.model.parameters())
         vocab = int(getattr(self.model.config, "vocab_size", 0) or getattr(self.arch.config, "vocab_size", 0) or 0)
-        per_row = longest * route_len * self._kv_bytes_per_token() + 3 * 4 * vocab
+        per_row = tokens * positions * self._kv_bytes_per_token() + 3 * 4 * vocab
         hidden = self._hidden_bytes() // p.element_size()
         inter = int(getattr(self.arch.config, "intermediate_size", 0) or 4 * hidden)
         reserve = self.prefill_tokens * (4 * hidden + 3 * inter) * p.element_size() + self.share_bytes
         fits = int((0.8 * free - reserve) // max(per_row, 1))
-        size = max(1, min(cap, fits))
-        return size, (f"{free / 2**30:.1f} GiB free, {per_row / 2**20:.1f} MiB per prompt "
-                      f"({longest} tokens x {route_len} layers)")
+        return max(1, fits), (f"{free / 2**30:.1f} GiB free, {per_row / 2**20:.1f} MiB per prompt "
+                              f"({tokens} tokens x {positions} layers)")
 
     def _kv_bytes_per_token(self) -> int:
         """Bytes of KV cache one token takes at one route position (measured with a one-token forward)."""
@@ -473,6 +479,11 @@ class Runner:
         records = self._record(groups, inputs, share, tap) if share else None
 
         full = self._full(record) and self.plain
+        packed = full and self.packing and self.mixing and len(plans) > 1 and len(unique) == len(ids) and not force
+        if packed:
+            yield from self._decode_packs(ids, plans, seeds, dec, ids_of, depths, share, tap, records, groups,
+                                          inputs, width)
+            return
         for pid, (route, silenced), row_seeds, d in zip(ids_of, plans, seeds, depths):
             d = min(d, share)
             with routing.installed(self.arch, route.layers, silenced, force=force, tap=tap if d else None), \
@@ -486,6 +497,54 @@ class Runner:
                 gens = self._decode(cache, attention, logits, ids, row_seeds, dec, [len(route)] * len(ids), record,
                                     full)
             yield pid, gens
+
+    def _decode_packs(self, ids, plans, seeds, dec: Decoding, ids_of, depths, share, tap, records, groups, inputs,
+                      width: int):
+        """On a GPU: several plans over the same (distinct) prompts decode as one mixed batch (`mixed.py`),
+        as many as the memory holds (`_rows_that_fit`; halved after an out-of-memory error); each plan is
+        prefilled straight into the batch's cache, replaying the shared identity prefill. Yields (plan id,
+        generations) as `_generate_batch` does."""
+        n = len(ids)
+        fit, _ = self._rows_that_fit(width + dec.max_new_tokens, max(len(route) for route, _ in plans))
+        if self.max_pack_rows is not None:
+            fit = min(fit, self.max_pack_rows)
+        per = max(1, fit // n)
+        todo = [list(range(k, min(k + per, len(plans)))) for k in range(0, len(plans), per)]
+        while todo:
+            pack = todo.pop(0)
+            try:
+                gens = self._decode_pack(ids, [plans[k] for k in pack], [seeds[k] for k in pack], dec,
+                                         [min(depths[k], share) for k in pack], tap, records, groups, inputs, width)
+            except Exception as exc:  # noqa: BLE001 - only OOM is handled here
+                if not is_oom(exc) or len(pack) == 1:
+                    raise
+                torch.cuda.empty_cache()
+                self.max_pack_rows = max(n, len(pack) * n // 2)
+                half = len(pack) // 2
+                todo[:0] = [pack[:half], pack[half:]]
+                continue
+            for k, g in zip(pack, gens):
+                yield ids_of[k], g
+
+    def _decode_pack(self, ids, plans, seeds, dec: Decoding, depths, tap, records, groups, inputs, width: int):
+        """One mixed batch of `plans`, each over every prompt of `ids`: per plan its generations."""
+        n = len(ids)
+        mixed = mixed_batch.MixedCache(self.arch, plans, [n] * len(plans), self._capacity(width, dec, True),
+                                       full=True)
+        logits, masks = [], []
+        with torch.inference_mode():
+            for j, ((route, silenced), d) in enumerate(zip(plans, depths)):
+                with routing.installed(self.arch, route.layers, silenced, tap=tap if d else None):
+                    _, attention, first = self._prefill(groups, inputs, width, dec, tap if d else None, records, d,
+                                                        cache=mixed.plan_cache(j))
+                logits.append(first)
+                masks.append(attention)
+            mixed.close(width)
+            with mixed_batch.installed_mixed(self.arch, mixed):
+                gens = self._decode(mixed, torch.cat(masks), torch.cat(logits), ids * len(plans),
+                                    [s for row in seeds for s in row], dec,
+                                    [len(route) for route, _ in plans for _ in range(n)], None, True)
+        return [gens[j * n:(j + 1) * n] for j in range(len(plans))]
 
     def _sub_batches(self, rows: list[list[int]]) -> list[range]:
         """Prefill sub-batches of `rows` (sorted by length: a sub-batch's last row is its longest), each at
