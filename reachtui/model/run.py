@@ -89,6 +89,8 @@ class Runner:
         self.packing = on_gpu
         self.max_pack_rows: int | None = None    # rows of a packed mixed batch, after an out-of-memory error
         self._stop_tables: dict[tuple, object] = {}
+        #: decoding steps run so far: eager ones, CUDA graphs captured, graph replays (benchmarks read them)
+        self.stats = {"eager": 0, "captures": 0, "replays": 0}
 
     # ------------------------------------------------------------------ public
 
@@ -124,8 +126,12 @@ class Runner:
                                   capture=self.capture, on_fallback=self._capture_failed)
         else:
             stepper = GrowingStepper(self.model, cache, attention, capacity)
-        return decode(stepper, self.tokenizer, self.eos_ids, ids, logits, seeds, dec, route_lens, record,
-                      self._stop_table(dec.stop))
+        try:
+            return decode(stepper, self.tokenizer, self.eos_ids, ids, logits, seeds, dec, route_lens, record,
+                          self._stop_table(dec.stop))
+        finally:
+            for key, value in (("eager", stepper.eager), ("captures", stepper.captures), ("replays", stepper.replays)):
+                self.stats[key] += value
 
     def forget_prefixes(self) -> None:
         """Drop the identity prefills kept for mixed calls (the engine does, after a phase of them)."""

@@ -24,7 +24,7 @@ from reachtui.model import routing
 class GrowingStepper:
     """Eager steps with a growing cache (see the module)."""
 
-    captured = False
+    captures = replays = 0
 
     def __init__(self, model, cache, attention, capacity: int) -> None:
         b, w = attention.shape
@@ -33,8 +33,10 @@ class GrowingStepper:
         self.mask[:, :w] = attention
         self.n = w
         self.positions = attention.sum(-1, keepdim=True) - 1
+        self.eager = 0
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        self.eager += 1
         self.mask[:, self.n] = 1
         self.n += 1
         self.positions = self.positions + 1
@@ -70,11 +72,7 @@ class FullStepper:
         self.graph = None
         self.logits = None
         self.eager_steps = 0        # since the last change of shape
-        self.captures = 0
-
-    @property
-    def captured(self) -> bool:
-        return self.graph is not None
+        self.captures = self.replays = self.eager = 0      # for the runner's statistics
 
     def _body(self) -> torch.Tensor:
         """The step itself: everything it reads and writes lives on the device at fixed addresses."""
@@ -127,6 +125,7 @@ class FullStepper:
         self.clock.n += 1
         if self.graph is not None:
             self.graph.replay()
+            self.replays += 1
             return self.logits
         if self.capture and self.eager_steps >= 1:
             try:
@@ -136,9 +135,11 @@ class FullStepper:
                 self._fallback(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
             else:
                 self.graph.replay()
+                self.replays += 1
                 return self.logits
         out = self._eager()
         self.eager_steps += 1
+        self.eager += 1
         return out
 
     def keep(self, index: torch.Tensor) -> None:
