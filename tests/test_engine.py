@@ -728,3 +728,19 @@ def test_interventions_over_the_same_prompts_pack_into_one_batch(arch, monkeypat
                            seeds=[[10 * i + j for j in range(len(prompts))] for i in range(4)])
     assert packs == [2, 1, 1, 2, 1, 1] and r.max_pack_rows == len(prompts)
     assert [[g.token_ids for g in x] for x in gens] == [[g.token_ids for g in x] for x in greedy[:4]]
+
+
+def test_one_token_attention_ways_agree():
+    """The ways a one-token step can attend (`routing.choose_decode_attention` keeps the fastest on a GPU):
+    torch's SDPA on packed query heads and two batched matrix products give the same output."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(s, generator=g) for s in ((5, 2, 3, 8), (5, 2, 11, 8), (5, 2, 11, 8)))
+    mask = torch.ones((5, 1, 1, 11), dtype=torch.bool)
+    mask[:, :, :, :4] = torch.rand((5, 1, 1, 4), generator=g) > 0.5
+    want = routing._attend(q, k, v, mask, None, None)
+    for backend in ("bmm", "math"):
+        torch.testing.assert_close(routing._attend(q, k, v, mask, None, backend), want, atol=1e-5, rtol=1e-5)
+    # and the same as attending with every query head over its own expanded copy of the key/value heads
+    full = torch.nn.functional.scaled_dot_product_attention(q.reshape(5, 6, 1, 8), k.repeat_interleave(3, 1),
+                                                            v.repeat_interleave(3, 1), attn_mask=mask)
+    torch.testing.assert_close(want.reshape(5, 6, 1, 8), full, atol=1e-5, rtol=1e-5)

@@ -110,8 +110,14 @@ class _Rows:
         is cut where the rule stops it."""
         if not self.watch.stops:
             return
+        table = self.watch.table
         for r in range(len(self.finish)):
             n = int(self.length[r]) - (self.finish[r] != LIVE)
+            if table is not None and n > 0 and self.finish[r] != STOP:
+                tokens = self.tokens[r, :n]
+                inside = (tokens >= 0) & (tokens < len(table))
+                if inside.all() and not table[tokens].any():
+                    continue        # no token of this row can end a stop string
             first = self.watch.first_stop(self.tokens[r, :n].tolist()) if n > 0 else None
             if first is not None:
                 self.length[r], self.finish[r] = first, STOP
@@ -164,7 +170,15 @@ def decode(stepper, tokenizer, eos: set[int], ids: list[list[int]], logits: torc
         live = state.live() if gens is not None else None
         picked, logps = [], []
         for a in range(0, n, size):
-            lf = logits[a:a + size].float()
+            chunk = logits[a:a + size]
+            if record is None and gens is None and u is None:
+                # greedy: the argmax of the model's own logits is that of their float32 copy, and the
+                # log-softmax converts them itself (no float32 copy of the batch's logits)
+                nxt = chunk.argmax(dim=-1)
+                picked.append(nxt)
+                logps.append(torch.log_softmax(chunk, dim=-1, dtype=torch.float32).gather(1, nxt[:, None])[:, 0])
+                continue
+            lf = chunk.float()
             if record is not None:
                 record.append(lf.clone())
             if gens is not None:
@@ -200,10 +214,12 @@ def decode(stepper, tokenizer, eos: set[int], ids: list[list[int]], logits: torc
 
     out = []
     stops = tuple(s for s in dec.stop if s)
+    token_lists = [state.tokens[r, : int(state.length[r])].tolist() for r in range(b)]
+    texts = tokenizer.batch_decode(token_lists, skip_special_tokens=True)
     for r in range(b):
         n_new = int(state.length[r])
-        tokens = state.tokens[r, :n_new].tolist()
-        text, _ = cut_at_stop(tokenizer.decode(tokens, skip_special_tokens=True), stops)
+        tokens = token_lists[r]
+        text, _ = cut_at_stop(texts[r], stops)
         mean = sum(state.logps[r, :n_new].tolist()) / n_new if n_new else float("nan")
         out.append(Generation(
             text=text,

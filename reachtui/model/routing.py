@@ -230,10 +230,11 @@ def cache_argument(model) -> str:
 
 class Clock:
     """Where a full-capacity decode writes: `column`, a [1] device tensor the captured step advances in
-    place, and `n`, the columns written (kept on the host for `get_seq_length`)."""
+    place; `n`, the columns written (kept on the host for `get_seq_length`); `span`, the columns a step
+    attends to (the written ones rounded up: fixed for every step a captured graph replays)."""
 
-    def __init__(self, column, n: int) -> None:
-        self.column, self.n = column, n
+    def __init__(self, column, n: int, span: int) -> None:
+        self.column, self.n, self.span = column, n, span
 
 
 class GrowingLayer(DynamicLayer):
@@ -242,9 +243,9 @@ class GrowingLayer(DynamicLayer):
     cache. The first write returns the states as computed, like DynamicLayer's.
 
     `full`: the buffers start as zeros, and once a `Clock` is set a decoding step writes its position at
-    the clock's device-side column (`index_copy_`) and attends to every column (the mask hides those not
-    yet written): no shape or host value changes from step to step, so the step can be captured as a
-    CUDA graph (`reachtui.model.steppers`)."""
+    the clock's device-side column (`index_copy_`) and attends to the clock's first `span` columns (the
+    mask hides those not yet written): no shape or host value changes from step to step within a span,
+    so the step can be captured as a CUDA graph (`reachtui.model.steppers`)."""
 
     def __init__(self, capacity: int, batch: int | None = None, full: bool = False):
         super().__init__()
@@ -274,7 +275,8 @@ class GrowingLayer(DynamicLayer):
         if self.clock is not None:      # full-capacity decoding: one column, at the clock's
             self.kbuf.index_copy_(2, self.clock.column, key_states)
             self.vbuf.index_copy_(2, self.clock.column, value_states)
-            return self.kbuf, self.vbuf
+            span = self.clock.span
+            return self.kbuf[:, :, :span], self.vbuf[:, :, :span]
         start, s = self.n, key_states.shape[-2]
         if start + s > self.capacity:
             raise RuntimeError(f"cache layer full ({self.capacity} positions)")
@@ -419,55 +421,65 @@ def forward_full_logits(model, input_ids, attention_mask=None, position_ids=None
     return out.logits
 
 
-_PACKED_SDPA = "reachtui_packed_sdpa"
+_DECODE_SDPA = "reachtui_decode_sdpa"
+#: per decoder config (by id): how one-token steps attend ("cudnn", "efficient", "math", "bmm"; None: as
+#: torch chooses), measured by `choose_decode_attention`
+_DECODE_BACKENDS: dict[int, str | None] = {}
 
 
-def _packed_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None, **kwargs):
-    """SDPA for one query token under grouped-query attention without expanding keys/values per head: the
-    query heads of each key/value head become that head's queries ([b, kv heads, group, d]), the mask
-    (shared by every head) broadcasts over them. Anything else goes to transformers' own sdpa."""
+def _attend(q, k, v, mask, scale, backend: str | None):
+    """Attention of packed one-token queries [b, kv heads, group, d] over keys/values [b, kv heads, L, d]
+    under a boolean mask [b, 1, 1, L], by `backend`."""
+    if backend == "bmm":            # two batched matrix products, as transformers' eager attention
+        scores = torch.matmul(q, k.transpose(-1, -2)) * (scale if scale is not None else q.shape[-1] ** -0.5)
+        scores = scores.masked_fill(~mask, float("-inf"))
+        return torch.matmul(torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype), v)
+    if backend is None:
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    kind = {"cudnn": SDPBackend.CUDNN_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+            "math": SDPBackend.MATH}[backend]
+    with sdpa_kernel([kind]):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+
+
+def _decode_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None, **kwargs):
+    """SDPA for one query token without expanding grouped keys/values per head: the query heads of each
+    key/value head become that head's queries ([b, kv heads, group, d]), the mask (shared by every head)
+    broadcasts over them; computed by the backend measured fastest for this model (`choose_decode_attention`).
+    Anything else goes to transformers' own sdpa."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     groups = int(getattr(module, "num_key_value_groups", 1) or 1)
     mask = attention_mask
-    if (groups > 1 and query.shape[2] == 1 and isinstance(mask, torch.Tensor) and mask.dim() == 4
-            and mask.shape[1] == 1 and not dropout and kwargs.get("softcap") is None
-            and kwargs.get("position_bias") is None and key.shape[-1] == query.shape[-1]):
+    if (query.shape[2] == 1 and isinstance(mask, torch.Tensor) and mask.dim() == 4 and mask.shape[1] == 1
+            and mask.dtype == torch.bool and not dropout and kwargs.get("softcap") is None
+            and kwargs.get("position_bias") is None and key.shape[-1] == query.shape[-1]
+            and query.shape[1] == groups * key.shape[1]):
         b, h, _, d = query.shape
-        out = torch.nn.functional.scaled_dot_product_attention(
-            query.reshape(b, h // groups, groups, d), key, value, attn_mask=mask[:, :, :, : key.shape[-2]],
-            scale=scaling)
+        backend = _DECODE_BACKENDS.get(id(getattr(module, "config", None)))
+        out = _attend(query.reshape(b, h // groups, groups, d), key, value, mask[:, :, :, : key.shape[-2]], scaling,
+                      backend)
         return out.reshape(b, h, 1, d).transpose(1, 2).contiguous(), None
     return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                   is_causal=is_causal, **kwargs)
 
 
-def _needs_packed_sdpa(config) -> bool:
-    """Whether this transformers expands grouped keys/values per head for a masked one-token sdpa step
-    (5.24 and later pack the query heads themselves)."""
-    from transformers.integrations import sdpa_attention
-
-    return (getattr(config, "_attn_implementation", None) == "sdpa"
-            and not hasattr(sdpa_attention, "pack_gqa")
-            and int(getattr(config, "num_attention_heads", 1) or 1) > int(getattr(config, "num_key_value_heads", 0)
-                                                                         or getattr(config, "num_attention_heads", 1) or 1))
-
-
 @contextlib.contextmanager
-def packed_gqa(arch: Architecture):
-    """For the body of the `with`, the model's sdpa attention packs grouped query heads on one-token steps
-    (`_packed_sdpa`) where its transformers would expand keys and values per head; otherwise nothing
-    changes. Restored after, also when the body fails."""
+def decode_attention(arch: Architecture):
+    """For the body of the `with` (a full-capacity decoding step), a model that attends with sdpa attends
+    by `_decode_sdpa`; any other model is left as it is. Restored after, also when the body fails."""
     config = arch.config
-    if not _needs_packed_sdpa(config):
+    if getattr(config, "_attn_implementation", None) != "sdpa":
         yield
         return
     from transformers import AttentionInterface
 
-    if _PACKED_SDPA not in AttentionInterface._global_mapping:
-        AttentionInterface.register(_PACKED_SDPA, _packed_sdpa)
+    if _DECODE_SDPA not in AttentionInterface._global_mapping:
+        AttentionInterface.register(_DECODE_SDPA, _decode_sdpa)
     saved = config.__dict__.get("_attn_implementation_internal", _MISSING)
-    config.__dict__["_attn_implementation_internal"] = _PACKED_SDPA
+    config.__dict__["_attn_implementation_internal"] = _DECODE_SDPA
     try:
         yield
     finally:
@@ -475,3 +487,40 @@ def packed_gqa(arch: Architecture):
             config.__dict__.pop("_attn_implementation_internal", None)
         else:
             config.__dict__["_attn_implementation_internal"] = saved
+
+
+def choose_decode_attention(arch: Architecture, rows: int, columns: int, device, dtype) -> dict:
+    """Time each way of computing a one-token step's attention at this model's head shape for `rows` rows
+    over `columns` keys (on a GPU; a few milliseconds) and keep the fastest for the model's decoding steps.
+    Returns the milliseconds of each (a way that fails is left out)."""
+    config = arch.config
+    heads = int(getattr(config, "num_attention_heads", 0) or 0)
+    kv = int(getattr(config, "num_key_value_heads", 0) or heads)
+    d = int(getattr(config, "head_dim", 0) or (config.hidden_size // max(heads, 1)))
+    if heads <= 0 or kv <= 0 or heads % kv:
+        return {}
+    g = torch.Generator(device=device).manual_seed(0)
+    q = torch.randn((rows, kv, heads // kv, d), device=device, dtype=dtype, generator=g)
+    # keys/values as a decoding step sees them: the first columns of a larger cache buffer
+    k = torch.randn((rows, kv, columns + 64, d), device=device, dtype=dtype, generator=g)[:, :, :columns]
+    v = torch.randn((rows, kv, columns + 64, d), device=device, dtype=dtype, generator=g)[:, :, :columns]
+    mask = torch.ones((rows, 1, 1, columns), dtype=torch.bool, device=device)
+    mask[:, :, :, : columns // 4] = False
+    times = {}
+    for backend in (None, "cudnn", "efficient", "math", "bmm"):
+        try:
+            for _ in range(2):
+                _attend(q, k, v, mask, None, backend)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(5):
+                _attend(q, k, v, mask, None, backend)
+            end.record()
+            end.synchronize()
+            times[backend or "default"] = start.elapsed_time(end) / 5
+        except Exception:  # noqa: BLE001 - a backend that cannot run this shape is left out
+            continue
+    if times:
+        best = min(times, key=times.get)
+        _DECODE_BACKENDS[id(config)] = None if best == "default" else best
+    return times

@@ -121,6 +121,11 @@ class Runner:
     def _decode(self, cache, attention, logits, ids, seeds, dec: Decoding, route_lens, record, full: bool):
         """Decode a prefilled batch with the stepper `full` asks for (see `reachtui.model.steppers`)."""
         capacity = self._capacity(attention.shape[1], dec, full)
+        if full and self.device.type == "cuda" and "decode_attention" not in self.stats:
+            # how one-token steps attend on this GPU: measured once, the fastest kept (a few milliseconds)
+            times = routing.choose_decode_attention(self.arch, min(attention.shape[0], 4096), capacity,
+                                                    self.device, next(self.model.parameters()).dtype)
+            self.stats["decode_attention"] = {k: round(v, 3) for k, v in times.items()}
         if full:
             stepper = FullStepper(self.model, self.arch, cache, attention, capacity,
                                   capture=self.capture, on_fallback=self._capture_failed)

@@ -114,7 +114,6 @@ class StopWatch:
                 inside = (tok >= 0) & (tok < vocab)
                 sus |= ~inside          # an id the tokenizer does not know: always checked
                 sus[inside] |= self.table[tok[inside]]
-            sus |= length[rows] <= 2    # the first tokens of a text: decoders treat its start apart
             rows = rows[sus]
         if len(rows) == 0:
             return rows

@@ -739,6 +739,9 @@ def section_gsm8k(args, sizes, workdir: Path, meter: GpuMeter) -> None:
             torch.cuda.empty_cache()
     result["runner_stats"] = dict(runner.stats)
     result["runner_notes"] = runner.notes[:]
+    say(f"decoding steps: {runner.stats['eager']} eager, {runner.stats['captures']} CUDA graphs captured, "
+        f"{runner.stats['replays']} replays; one-token attention (ms per call, fastest kept): "
+        f"{runner.stats.get('decode_attention')}" + (f"; notes: {runner.notes}" if runner.notes else ""))
     RESULTS["gsm8k"] = result
 
 
@@ -875,8 +878,8 @@ def main() -> int:
                                     params=params, dtype=dtype)
         meter = GpuMeter(workdir)
         sections = [("exact", lambda: section_exact(args, sizes)),
-                    ("gsm8k", lambda: section_gsm8k(args, sizes, workdir, meter)),
                     ("live", lambda: section_live(args, sizes)),
+                    ("gsm8k", lambda: section_gsm8k(args, sizes, workdir, meter)),
                     ("identity", lambda: section_identity(lm, args, sizes)),
                     ("device_map", lambda: section_device_map(lm, args, sizes, workdir)),
                     ("oom", lambda: section_oom(lm, args, sizes)),
