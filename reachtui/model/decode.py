@@ -12,6 +12,7 @@ incrementally, with the exact rule of a whole-text decode (`StopWatch`).
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import torch
@@ -85,17 +86,28 @@ class _Rows:
         self.finish = np.full(b, LIVE, dtype=np.int8)
         self.eos = np.asarray(sorted(eos) or [-1], dtype=np.int64)
         self.watch = watch
+        self.host_s = 0.0      # reading each step's tokens: eos, stop strings, bookkeeping
+        self.wait_s = 0.0      # waiting for the device's copy of them
 
     def live(self) -> np.ndarray:
         return self.finish == LIVE
 
     def absorb(self, step: int, pending: _ToHost) -> None:
         """Record step `step`'s tokens of the rows still generating; mark those that end there."""
+        t0 = time.perf_counter()
         tokens, logps = pending.read()
-        alive = self.finish[pending.rows] == LIVE
+        t1 = time.perf_counter()
+        self.wait_s += t1 - t0
+        try:
+            self._absorb(step, pending.rows, tokens, logps)
+        finally:
+            self.host_s += time.perf_counter() - t1
+
+    def _absorb(self, step: int, rows_of: np.ndarray, tokens: np.ndarray, logps: np.ndarray) -> None:
+        alive = self.finish[rows_of] == LIVE
         if not alive.any():
             return
-        rows, tok = pending.rows[alive], tokens[alive]
+        rows, tok = rows_of[alive], tokens[alive]
         self.tokens[rows, step] = tok
         self.logps[rows, step] = logps[alive]
         self.length[rows] = step + 1
@@ -125,12 +137,13 @@ class _Rows:
 
 def decode(stepper, tokenizer, eos: set[int], ids: list[list[int]], logits: torch.Tensor, seeds: list[int],
            dec: Decoding, route_lens: list[int], record: list | None = None,
-           stop_table: np.ndarray | None = None) -> list[Generation]:
+           stop_table: np.ndarray | None = None, stats: dict | None = None) -> list[Generation]:
     """Decode a prefilled batch: `ids` are the rows' prompt tokens, `logits` the prefill's last-position
     logits, `stepper` the forward of every later step. Row r is greedy, or sampled with seed `seeds[r]`
     (so a row never depends on its batch companions), until EOS, a stop string or `dec.max_new_tokens`.
     `record` collects every step's logits (traces; decoded without lag). `stop_table`: the tokenizer's
-    level-1 stop table for `dec.stop` (`stops.suspect_table`), if the caller keeps one."""
+    level-1 stop table for `dec.stop` (`stops.suspect_table`), if the caller keeps one. `stats` (a dict)
+    gains the steps taken, the host's seconds reading them (`host_s`) and waiting for them (`wait_s`)."""
     b, steps = len(ids), dec.max_new_tokens
     device = logits.device
     sampled = not dec.greedy
@@ -191,7 +204,9 @@ def decode(stepper, tokenizer, eos: set[int], ids: list[list[int]], logits: torc
             return picked[0], logps[0]
         return torch.cat(picked), torch.cat(logps)
 
+    taken = 0
     for step in range(steps):
+        taken += 1
         nxt, chosen = choose(logits, step)
         pending.append((step, _ToHost(nxt, chosen, rows)))
         if lag == 0 and not read(step):
@@ -209,8 +224,13 @@ def decode(stepper, tokenizer, eos: set[int], ids: list[list[int]], logits: torc
         if lag and not read(step - lag):
             break
     read(steps)
+    t0 = time.perf_counter()
     state.confirm_final()
+    state.host_s += time.perf_counter() - t0
     del stepper
+    if stats is not None:
+        for key, value in (("steps", taken), ("host_s", state.host_s), ("wait_s", state.wait_s)):
+            stats[key] = stats.get(key, 0) + value
 
     out = []
     stops = tuple(s for s in dec.stop if s)

@@ -230,11 +230,10 @@ def cache_argument(model) -> str:
 
 class Clock:
     """Where a full-capacity decode writes: `column`, a [1] device tensor the captured step advances in
-    place; `n`, the columns written (kept on the host for `get_seq_length`); `span`, the columns a step
-    attends to (the written ones rounded up: fixed for every step a captured graph replays)."""
+    place, and `n`, the columns written (kept on the host for `get_seq_length`)."""
 
-    def __init__(self, column, n: int, span: int) -> None:
-        self.column, self.n, self.span = column, n, span
+    def __init__(self, column, n: int) -> None:
+        self.column, self.n = column, n
 
 
 class GrowingLayer(DynamicLayer):
@@ -243,9 +242,9 @@ class GrowingLayer(DynamicLayer):
     cache. The first write returns the states as computed, like DynamicLayer's.
 
     `full`: the buffers start as zeros, and once a `Clock` is set a decoding step writes its position at
-    the clock's device-side column (`index_copy_`) and attends to the clock's first `span` columns (the
-    mask hides those not yet written): no shape or host value changes from step to step within a span,
-    so the step can be captured as a CUDA graph (`reachtui.model.steppers`)."""
+    the clock's device-side column (`index_copy_`) and attends to every column (the mask hides those not
+    yet written): no shape or host value changes from step to step, so the step can be captured as a
+    CUDA graph (`reachtui.model.steppers`)."""
 
     def __init__(self, capacity: int, batch: int | None = None, full: bool = False):
         super().__init__()
@@ -275,8 +274,7 @@ class GrowingLayer(DynamicLayer):
         if self.clock is not None:      # full-capacity decoding: one column, at the clock's
             self.kbuf.index_copy_(2, self.clock.column, key_states)
             self.vbuf.index_copy_(2, self.clock.column, value_states)
-            span = self.clock.span
-            return self.kbuf[:, :, :span], self.vbuf[:, :, :span]
+            return self.kbuf, self.vbuf
         start, s = self.n, key_states.shape[-2]
         if start + s > self.capacity:
             raise RuntimeError(f"cache layer full ({self.capacity} positions)")
@@ -501,9 +499,8 @@ def choose_decode_attention(arch: Architecture, rows: int, columns: int, device,
         return {}
     g = torch.Generator(device=device).manual_seed(0)
     q = torch.randn((rows, kv, heads // kv, d), device=device, dtype=dtype, generator=g)
-    # keys/values as a decoding step sees them: the first columns of a larger cache buffer
-    k = torch.randn((rows, kv, columns + 64, d), device=device, dtype=dtype, generator=g)[:, :, :columns]
-    v = torch.randn((rows, kv, columns + 64, d), device=device, dtype=dtype, generator=g)[:, :, :columns]
+    k = torch.randn((rows, kv, columns, d), device=device, dtype=dtype, generator=g)
+    v = torch.randn((rows, kv, columns, d), device=device, dtype=dtype, generator=g)
     mask = torch.ones((rows, 1, 1, columns), dtype=torch.bool, device=device)
     mask[:, :, :, : columns // 4] = False
     times = {}

@@ -89,8 +89,9 @@ class Runner:
         self.packing = on_gpu
         self.max_pack_rows: int | None = None    # rows of a packed mixed batch, after an out-of-memory error
         self._stop_tables: dict[tuple, object] = {}
-        #: decoding steps run so far: eager ones, CUDA graphs captured, graph replays (benchmarks read them)
-        self.stats = {"eager": 0, "captures": 0, "replays": 0}
+        #: decoding so far (benchmarks read it): eager steps, CUDA graphs captured, graph replays, steps of the
+        #: decoding loop and the host's seconds reading their tokens (`host_s`) and waiting for them (`wait_s`)
+        self.stats = {"eager": 0, "captures": 0, "replays": 0, "steps": 0, "host_s": 0.0, "wait_s": 0.0}
 
     # ------------------------------------------------------------------ public
 
@@ -133,7 +134,7 @@ class Runner:
             stepper = GrowingStepper(self.model, cache, attention, capacity)
         try:
             return decode(stepper, self.tokenizer, self.eos_ids, ids, logits, seeds, dec, route_lens, record,
-                          self._stop_table(dec.stop))
+                          self._stop_table(dec.stop), self.stats)
         finally:
             for key, value in (("eager", stepper.eager), ("captures", stepper.captures), ("replays", stepper.replays)):
                 self.stats[key] += value
@@ -517,8 +518,9 @@ class Runner:
         generations) as `_generate_batch` does."""
         n = len(ids)
         fit, _ = self._rows_that_fit(width + dec.max_new_tokens, max(len(route) for route, _ in plans))
-        if self.max_pack_rows is not None:
-            fit = min(fit, self.max_pack_rows)
+        for smaller in (self.max_pack_rows, self.batch_size_hint):   # sizes an out-of-memory error taught
+            if smaller is not None:
+                fit = min(fit, smaller)
         per = max(1, fit // n)
         todo = [list(range(k, min(k + per, len(plans)))) for k in range(0, len(plans), per)]
         while todo:

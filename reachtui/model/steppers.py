@@ -8,9 +8,8 @@ next logits and, when rows have finished, to keep only the others.
 - `FullStepper` (plain full-attention models): the KV cache holds its full capacity from the start
   (routing.GrowingLayer's full mode), a step writes its keys/values at a device-side column and attends
   to every column under a boolean mask kept on the device, and advances column, positions and mask in
-  place: no shape and no host value changes from step to step within a span of columns. On CUDA it is
-  captured as a CUDA graph after one eager step and replayed for every later step of the span
-  (captured again for the next span, and after the batch shrinks).
+  place: no shape and no host value changes from step to step. On CUDA it is captured once as a CUDA
+  graph after one eager step and replayed for every later step (captured again after the batch shrinks).
   A model whose step cannot be captured (a host sync inside, a device map, ...) runs the same step
   eagerly; the runner is told once (`on_fallback`) and stops trying.
 """
@@ -54,35 +53,30 @@ def _is_sync_error(exc: BaseException) -> bool:
 
 
 class FullStepper:
-    """Full-capacity steps, eager or captured as CUDA graphs (see the module). The cache must have been
-    made with `full=True`; `attention` is the prefill's [rows, width] mask. A step attends to the written
-    columns rounded up to a span (`SPAN` columns when captured: one graph serves every step of a span;
-    16 when eager), so the attention reads what the text has, not the whole capacity."""
-
-    SPAN = 64
+    """Full-capacity steps, eager or captured as a CUDA graph (see the module). The cache must have been
+    made with `full=True`; `attention` is the prefill's [rows, width] mask. Every step attends to the whole
+    capacity (the mask hides the columns not yet written): one graph serves every step of the batch.
+    (Attending to the written columns rounded up to a span, one graph per span, was tried on an H200:
+    slower at GSM8K scale, 157 s against 135 s for the routes probe, and closer to the memory's end.)"""
 
     def __init__(self, model, arch, cache, attention, capacity: int, *, capture: bool = False,
                  on_fallback=None) -> None:
         b, w = attention.shape
         device = attention.device
-        self.model, self.arch, self.cache, self.capacity = model, arch, cache, capacity
+        self.model, self.arch, self.cache = model, arch, cache
         self.mask = torch.zeros((b, capacity), dtype=torch.bool, device=device)
         self.mask[:, :w] = attention.bool()
         self.positions = attention.sum(-1, keepdim=True) - 1
-        self.clock = routing.Clock(torch.tensor([w - 1], dtype=torch.long, device=device), w, capacity)
+        self.clock = routing.Clock(torch.tensor([w - 1], dtype=torch.long, device=device), w)
         routing.set_clock(cache, self.clock)
         self.tokens = torch.zeros((b, 1), dtype=torch.long, device=device)
         self.capture = capture and device.type == "cuda"
         self.on_fallback = on_fallback
         self.graph = None
         self.logits = None
-        self.warm_span: int | None = None      # the span of the last eager step (captured next)
-        self.checked = False                    # the first eager step looked for host syncs
+        self.eager_steps = 0        # since the last change of shape
+        self.checked = False        # the first eager step looked for host syncs
         self.captures = self.replays = self.eager = 0      # for the runner's statistics
-
-    def _span(self) -> int:
-        unit = self.SPAN if self.capture else 16
-        return min(self.capacity, -(-self.clock.n // unit) * unit)
 
     def _body(self) -> torch.Tensor:
         """The step itself: everything it reads and writes lives on the device at fixed addresses."""
@@ -90,8 +84,8 @@ class FullStepper:
         self.positions.add_(1)
         self.mask.index_fill_(1, self.clock.column, True)
         with routing.decode_attention(self.arch):
-            return routing.forward_last_logits(self.model, self.tokens, self.mask[:, None, None, : self.clock.span],
-                                               self.positions, self.cache)
+            return routing.forward_last_logits(self.model, self.tokens, self.mask[:, None, None, :], self.positions,
+                                               self.cache)
 
     def _undo(self) -> None:
         """Take back a body that failed before its forward wrote anything that a retry would not overwrite."""
@@ -120,7 +114,6 @@ class FullStepper:
             torch.cuda.set_sync_debug_mode(previous)
             self._undo()
             self._fallback(f"the model's decode step synchronizes with the host ({str(exc).splitlines()[0]})")
-            self.clock.span = self._span()
             return self._body()
         finally:
             torch.cuda.set_sync_debug_mode(previous)
@@ -135,26 +128,22 @@ class FullStepper:
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         self.tokens.copy_(tokens.view(-1, 1))
         self.clock.n += 1
-        span = self._span()
-        if self.graph is not None and span == self.clock.span:
+        if self.graph is not None:
             self.graph.replay()
             self.replays += 1
             return self.logits
-        self.graph, self.logits = None, None
-        self.clock.span = span
-        if self.capture and self.warm_span == span:
+        if self.capture and self.eager_steps >= 1:
             try:
                 self._capture()
             except Exception as exc:  # noqa: BLE001 - any failure to capture: the same step, eagerly
                 torch.cuda.synchronize()
                 self._fallback(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-                self.clock.span = span = self._span()
             else:
                 self.graph.replay()
                 self.replays += 1
                 return self.logits
         out = self._eager()
-        self.warm_span = span
+        self.eager_steps += 1
         self.eager += 1
         return out
 
@@ -164,4 +153,4 @@ class FullStepper:
         self.positions = self.positions.index_select(0, index)
         self.tokens = self.tokens.index_select(0, index)
         self.graph, self.logits = None, None        # new shapes: captured again after one eager step
-        self.warm_span = None
+        self.eager_steps = 0

@@ -115,6 +115,11 @@ def main() -> int:
     per_step = (t_long - t_short) / steps
     say(f"wall per decoding step: {1e3 * per_step:.2f} ms ({t_short:.3f} s for {short} tokens, {t_long:.3f} s for "
         f"{long_}; the difference over {steps} steps)")
+    stats = getattr(runner, "stats", None)
+    if stats and stats.get("steps"):
+        say(f"host time reading each step's tokens (eos, stop strings, bookkeeping): "
+            f"{1e3 * stats['host_s'] / stats['steps']:.3f} ms per step; waiting for them "
+            f"{1e3 * stats['wait_s'] / stats['steps']:.3f} ms per step ({stats['steps']} steps)")
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities) as prof:
         run(long_)
