@@ -482,20 +482,20 @@ async def test_intervals_on_demand_in_the_header(stored):
     export), `i` again hides it; the reach chart carries each probe's control@k curve."""
     from textual.widgets import Static
 
-    from reachtui.tables import summary_lines, summary_rows
+    from reachtui.tables import header_lines, summary_rows, summary_table
     from reachtui.tui.screens.charts import chart_data
     from reachtui.tui.widgets.panes import RunHeader
 
     path, run_id = stored
     with Store(path, readonly=True) as store:
-        expected = summary_lines(summary_rows(store, run_id, intervals=True), short=True)
+        expected = header_lines(summary_table(store, [run_id]))
         rows = {r["probe"]: r for r in summary_rows(store, run_id, intervals=True)}
     assert expected
     app = ReachApp(path)
     async with app.run_test(size=SIZE) as pilot:
         header = app.main.query_one(RunHeader)
         await pilot.press("i")
-        await until(pilot, lambda: "95% CI" in str(header.query_one("#run-intervals", Static).render()))
+        await until(pilot, lambda: "95% intervals" in str(header.query_one("#run-intervals", Static).render()))
         shown = str(header.query_one("#run-intervals", Static).render())
         for line in expected:
             assert line in shown
@@ -532,6 +532,37 @@ async def test_first_hit_reads_the_same_in_the_table_the_detail_and_the_export(s
         await until(pilot, lambda: qid in str(app.main.query_one("#detail-title").render()))
         titles = [c.title for c in app.main.query("#detail-hits Collapsible") if c.display]
         assert titles[0].startswith(f"sample #{k} ")
+
+
+async def test_a_probe_column_shows_the_probe_s_own_hits_as_the_header_counts_them(stored):
+    """Each probe column draws the probe's own outcome (as reachable counts it): ● reached and realized, ◆
+    reached and not realized, ○ not reached (also where the default output is right). So its ● and ◆ are
+    as many as the header's reachable % says, and a realized question the probe missed shows ○."""
+    from textual.widgets import Static
+
+    from reachtui import tables
+    from reachtui.tui.state import cell_status
+    from reachtui.tui.widgets.question_table import GLYPHS, probe_cell
+
+    path, run_id = stored
+    with Store(path, readonly=True) as s:
+        reachable = {r["probe"]: r["reachable"] for r in tables.summary_table(s, [run_id]).dicts()}
+        q = {r["question_id"]: r for r in tables.questions_table(s, [run_id]).dicts()}
+    app = ReachApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        probes, rows = app.run_info.probes, app.all_rows
+        counters = str(app.main.query_one("#run-counters", Static).render())
+        for i, p in enumerate(probes):
+            glyphs = [probe_cell(cell_status(r, i), r.first_hit[i]).split()[0] for r in rows]
+            assert glyphs.count("●") + glyphs.count("◆") == round(reachable[p] * len(rows))
+            assert f"{p} {100 * reachable[p]:.1f}%" in counters
+            for r, g in zip(rows, glyphs):
+                want = ("●" if q[r.qid]["realized"] else "◆") if q[r.qid][f"reachable_{p}"] else "○"
+                assert g == want, (p, r.qid)
+        missed = [(r.qid, p) for r in rows for i, p in enumerate(probes) if r.realized and r.reach[i] is False]
+        assert missed                        # the store has realized questions a probe misses: drawn ○
+        assert set(GLYPHS.values()) == {"●", "◆", "○", "…"}
 
 
 async def test_help_shows_binding_ids_and_a_clashing_keymap_is_refused(stored, tmp_path):
