@@ -344,6 +344,50 @@ async def test_live_audit_fills_the_table(tmp_path):
     assert seen == [15]
 
 
+async def test_a_running_audit_says_its_numbers_are_so_far(tmp_path):
+    """While the audit runs, start-up says one thing (the model loads for the audit), and then each figure
+    not final yet says "so far (n of N questions)": realized as many as the progress bar shows, a probe
+    counting only the questions with all K of its attempts in (one question has 3 of 4); no gap until final."""
+    from textual.widgets import Static
+
+    from reachtui.engine.progress import Progress
+    from reachtui.tui.app import Launch
+    from reachtui.tui.widgets.panes import RunHeader
+
+    path = tmp_path / "live.sqlite"
+    started, go_on = threading.Event(), threading.Event()
+
+    def job(get_runner, on_event, cancel):
+        started.set()
+        go_on.wait(30)
+        run_id = build_store(path, n=30, k=4, progress=0.5)
+        with Store(path) as s:
+            s.conn.execute("DELETE FROM attempts WHERE run_id = ? AND probe = 'sample' AND attempt = 3 AND "
+                           "question_id = (SELECT min(question_id) FROM attempts WHERE run_id = ?)", (run_id, run_id))
+            s.conn.commit()
+        on_event(Progress(run_id, "realized", 15, 30))
+        return run_id
+
+    app = ReachApp(path, launch=Launch(model="synthetic", audit_job=job))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, started.is_set)
+        header = app.main.query_one(RunHeader)
+        title = str(header.query_one("#run-title", Static).render())
+        assert "model loading for the audit" in title and "loads on the first live run" not in title
+        assert str(header.query_one("#progress-label", Static).render()) == "audit: loading the model …"
+        go_on.set()
+        await until(pilot, lambda: "so far" in str(header.query_one("#run-counters", Static).render()))
+        await until(pilot, lambda: "15/30" in str(header.query_one("#progress-label", Static).render()))
+        counters = str(header.query_one("#run-counters", Static).render())
+        realized = sum(1 for r in app.all_rows if r.realized)
+        assert f"realized {realized} of 15 so far (15 of 30 questions)" in counters
+        assert re.search(r"sample \d+ reached so far \(14 of 30 questions\)", counters)
+        assert re.search(r"routes \d+ reached so far \(15 of 30 questions\)", counters)
+        assert "gap" not in counters and "%" not in counters
+        assert str(header.query_one("#progress-label", Static).render()) == "audit: realized 15/30"
+        await settle(app, pilot)
+
+
 def test_browsing_a_store_never_imports_torch(stored):
     path, _ = stored
     code = (
