@@ -13,7 +13,7 @@ from reachtui import tables as T
 from reachtui.store import Store
 from reachtui.tables.formats import percent
 from reachtui.tui.app import ReachApp
-from test_compare import store_path  # noqa: F401  (the fixture: runs 1 and 2 matched, 3 another protocol)
+from test_compare import matched_store, store_path  # noqa: F401  (fixtures: matched and unmatched runs)
 from test_tui import screen_lines, until
 
 SIZE = (150, 42)
@@ -60,7 +60,23 @@ def test_open_compare_refuses_unmatched_protocols(store_path):
     out = subprocess.run([sys.executable, "-m", "reachtui", "open", "--store", str(store_path), "--compare", "1",
                           "3"], capture_output=True, text=True)
     assert out.returncode == 2 and out.stderr.count("\n") == 1
-    assert "different protocols (proto1 vs proto2)" in out.stderr and "--allow-unmatched" in out.stderr
+    assert "different default deployments (max_new_tokens 48 vs 32)" in out.stderr
+    assert "--allow-unmatched" in out.stderr
     out = subprocess.run([sys.executable, "-m", "reachtui", "open", "--store", str(store_path), "--compare",
                           "nobody", "2"], capture_output=True, text=True)
-    assert out.returncode == 2 and "no complete run of a model called 'nobody'" in out.stderr
+    assert out.returncode == 2 and "no run 'nobody': not a run id, 'latest', or a model" in out.stderr
+
+
+async def test_the_comparison_view_names_the_probes_it_leaves_out(matched_store):
+    """Runs matched on sample, not on routes (K = 2 against 4): the view compares sample and says why routes
+    is left out, as `reachtui compare` does."""
+    from reachtui.commands.open import compared_runs
+
+    ids = compared_runs(matched_store, ("base", "tuned-k2"), False)
+    app = ReachApp(matched_store, compare=ids)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.screen.comparison.probes == ["sample"]
+        header = " ".join(" ".join(screen_lines(app)[:6]).split())
+        assert "sample: realized" in header
+        assert "routes: not matched (budget 4 vs 2): not compared" in header
