@@ -245,7 +245,14 @@ async def test_live_run_and_apply_with_a_runner(stored, tmp_path):
         assert (a["repaired"], a["failure_n"]) == (len(ids["failure:routes"]), len(ids["failure:routes"]))
         assert (a["broken"], a["realized_n"]) == (0, len(ids["realized"]))
         eid = a["exploration_id"]
+        calls = app.runner.calls
+        await pilot.press("A")        # the same intervention again: the stored exploration re-opens, nothing runs
+        await settle(app, pilot)
+        assert app.runner.calls == calls and app.last_apply["exploration_id"] == eid
+        assert any(f"already applied: exploration #{eid} re-opened" in n.message for n in app._notifications)
+        assert app.filter.kind == "changed" and shown(app) == ids["failure:routes"]
     with Store(path, readonly=True) as s:
+        assert [e["id"] for e in s.explorations(run_id) if e["silenced"] == "2"] == [eid]
         e = s.get_exploration(eid)
         assert (e["status"], e["silenced"], e["route"], e["repaired"], e["broken"]) == (
             "complete", "2", None, len(ids["failure:routes"]), 0)
@@ -289,6 +296,20 @@ async def test_export_writes_the_filtered_table(stored, tmp_path):
     rows = list(csv.DictReader(out.open()))
     assert [r["question_id"] for r in rows] == ids["failure:sample"]
     assert all(r["realized"] == "0" and r["reachable_sample"] == "1" for r in rows)
+
+
+def test_the_app_exports_into_a_git_ignored_folder():
+    """By default the app writes exports beside the store, in exports/: for the default store that is
+    store/exports/, which git ignores (nothing the app writes shows up as a change to commit)."""
+    import shutil
+
+    root = Path(__file__).resolve().parents[1]
+    app = ReachApp(root / "store" / "reachtui.sqlite")
+    assert app.export_dir == root / "store" / "exports"
+    if shutil.which("git") is None or not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    out = subprocess.run(["git", "check-ignore", "-q", "store/exports/run1-questions.csv"], cwd=root)
+    assert out.returncode == 0
 
 
 async def test_palette_has_namespaced_commands(stored):

@@ -80,3 +80,19 @@ async def test_the_comparison_view_names_the_probes_it_leaves_out(matched_store)
         header = " ".join(" ".join(screen_lines(app)[:6]).split())
         assert "sample: realized" in header
         assert "routes: not matched (budget 4 vs 2): not compared" in header
+
+
+async def test_the_comparison_view_stacks_at_80x24(store_path):
+    """At 80×24 the detail (both runs' outputs) goes under the table, as on the main screen: the table, the
+    question's runs A and B and the footer all show."""
+    app = ReachApp(store_path, compare=(1, 2))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("j")
+        qid = app.screen.table.current_qid
+        await until(pilot, lambda: qid in "\n".join(screen_lines(app)))
+        assert app.screen.has_class("-narrow")
+        screen = "\n".join(screen_lines(app))
+        assert "run A (1 base)" in screen and "run B (2 trained)" in screen
+        assert sum(1 for line in screen_lines(app) if line.startswith("q0")) >= 4    # table rows still show
+        right, left = app.screen.query_one("#right").region, app.screen.query_one("#left").region
+        assert right.y >= left.bottom and right.width >= 78

@@ -361,13 +361,23 @@ class ReachApp(App[None]):
         self.main.query_one(LivePane).result(msg.result)
 
     def apply_intervention(self, probe: str) -> None:
-        """Apply the edited intervention to failure:<probe> and the realized set (an engine job)."""
+        """Apply the edited intervention to failure:<probe> and the realized set (an engine job), or, when the
+        run already holds that exploration complete, re-open it."""
         iv = self.main.intervention
         if self.run_info is None:
             return
         if iv is not None and iv.is_default:
             self.notify("edit the layers first (x skip, + repeat, m silence MLP, e type a route)", severity="warning")
             return
+        if iv is not None and self.data is not None:
+            from reachtui.engine.mlp import stored_exploration
+
+            done = stored_exploration(self.data.store, self.run_info.id, probe, iv.layers, iv.silenced, iv.num_layers)
+            if done is not None:      # the same attempts again would add nothing: show the stored ones
+                self.main.reopen_exploration(done)
+                self.notify(f"already applied: exploration #{done['id']} re-opened (o lists every exploration)",
+                            title="apply")
+                return
         self._apply_cancel.clear()
         self._apply_worker(self.run_info.id, probe, iv)
 

@@ -77,6 +77,8 @@ def score_lines(comparison) -> list[Text]:
 
 class CompareScreen(Screen):
     BINDINGS = bindings("compare")
+    #: under 110 columns both runs' outputs stack under the table, as on the main screen (app.tcss)
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
 
     def __init__(self, comparison) -> None:
         super().__init__()
