@@ -388,7 +388,8 @@ def _key(settings: dict) -> str:
 
 def match_differences(a: Protocol, b: Protocol, probe: str = registry.REALIZED.name) -> list[str]:
     """The settings that keep two protocols from matching on `probe` (`Protocol.match_settings`), each as
-    "name A vs B" (nested ones dotted: "route_sampler.max_block 4 vs 3"); empty when they match."""
+    "name A vs B" (nested ones dotted: "route_sampler.max_block 4 vs 3"; a value over 40 characters is only
+    named); empty when they match."""
     def flat(d: dict, prefix: str = "") -> dict:
         out = {}
         for k, v in d.items():
@@ -399,9 +400,13 @@ def match_differences(a: Protocol, b: Protocol, probe: str = registry.REALIZED.n
                 out[name] = v
         return out
 
+    def said(k: str) -> str:     # a long value (a template, few-shot examples) is named, not printed
+        va, vb = (json.dumps(f.get(k), ensure_ascii=False) for f in (fa, fb))
+        return f"{k} {va} vs {vb}" if max(len(va), len(vb)) <= 40 else f"{k} differs"
+
     fa, fb = flat(a.match_settings(probe)), flat(b.match_settings(probe))
-    return [f"{k} {json.dumps(fa.get(k), ensure_ascii=False)} vs {json.dumps(fb.get(k), ensure_ascii=False)}"
-            for k in sorted(set(fa) | set(fb), key=lambda k: (k not in DEPLOYMENT_FIELDS, k)) if fa.get(k) != fb.get(k)]
+    return [said(k) for k in sorted(set(fa) | set(fb), key=lambda k: (k not in DEPLOYMENT_FIELDS, k))
+            if fa.get(k) != fb.get(k)]
 
 
 def _known(d: dict, kind: type, where: str) -> None:
