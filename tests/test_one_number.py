@@ -66,8 +66,9 @@ def latex_cells(text: str) -> dict[str, dict[str, str]]:
 
 def terminal_cells(text: str) -> dict[str, dict[str, str]]:
     """rich's box table: the header row between ┃, the data rows between │."""
-    header = next([c.strip() for c in line.strip("┃").split("┃")] for line in text.splitlines() if line.startswith("┃"))
-    rows = [[c.strip() for c in line.strip("│").split("│")] for line in text.splitlines() if line.startswith("│")]
+    lines = text.splitlines()
+    header = next([c.strip() for c in line.strip("┃").split("┃")] for line in lines if line.startswith("┃"))
+    rows = [[c.strip() for c in line.strip("│").split("│")] for line in lines if line.startswith("│")]
     return _cells_by_probe(rows, header)
 
 

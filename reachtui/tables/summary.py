@@ -13,9 +13,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from reachtui import curves, stats
+from reachtui import curves, outcomes, stats
 from reachtui.control import Graded, RunControl, run_control
-from reachtui import outcomes
 from reachtui.outcomes import FAILURE_CANDIDATES_SQL, FAILURE_PREFIX, REALIZED_CTE, REALIZED_IDS_SQL
 from reachtui.probes import registry
 from reachtui.seeds import derive_seed
@@ -66,8 +65,8 @@ SUMMARY_NOTE = (
     "95% intervals: Wilson for single proportions (realized, reachable, control, robust), a seeded "
     "bootstrap over questions for gap, excess and retained; retained = (blind - realized) / (reachable - "
     "realized) only where the gap is positive (no gain to retain otherwise), its interval only where the "
-    "gap's interval lies above 0 (the ratio is unbounded otherwise); control = the probe's answers scored against "
-    "another question's gold of the same answer stratum (chance control); excess = reachable - control; "
+    "gap's interval lies above 0 (the ratio is unbounded otherwise); control = the probe's answers scored "
+    "against another question's gold of the same answer stratum (chance control); excess = reachable - control; "
     "robust = at least 2 correct attempts; answers/question = distinct extracted answers; no answer = "
     "share of attempts with no extracted answer; chance = 1-(1-1/m)^K for m-way multiple choice")
 
@@ -149,10 +148,9 @@ def summary_rows(source: Any, run_id: int, *, intervals: bool = False, bootstrap
     n is the run's question count; realized is attempt 0 of the "realized" probe; reachable: some
     attempt of the probe correct; gap and retained as `reachtui.outcomes` defines them (retained NaN
     where the gap is not positive); blind_*: the answer-blind picks of reachtui.outcomes (vote, logprob);
-    failure: the frozen set failure:<probe>,
-    else the live count (reachable, realized known wrong); chance: 1 - (1 - 1/m)^K for m-way multiple
-    choice; pass_at_k (sample) / reachable_at_k (routes, mcts, mcts-blind): the curve for k = 1..K
-    when every question has attempts, else None.
+    failure: the frozen set failure:<probe>, else the live count (reachable, realized known wrong);
+    chance: 1 - (1 - 1/m)^K for m-way multiple choice; pass_at_k (sample) / reachable_at_k (routes, mcts,
+    mcts-blind): the curve for k = 1..K when every question has attempts, else None.
 
     With `intervals=True` (what the audit's closing table and the app's header show), also, per row:
 

@@ -38,11 +38,9 @@ class RunInfo:
     @property
     def budgets(self) -> dict[str, int]:
         """{probe: K} from the run's protocol (a probe's question is complete with K attempts)."""
-        out = {}
-        for p in self.protocol.get("probes", ()) or ():
-            if isinstance(p, dict) and isinstance(p.get("name"), str) and isinstance(p.get("budget"), int):
-                out[p["name"]] = p["budget"]
-        return out
+        from reachtui.tables.source import budgets
+
+        return budgets({"protocol": self.protocol})
 
     @property
     def label(self) -> str:
