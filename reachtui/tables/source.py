@@ -42,7 +42,11 @@ def column_suffix(probe: str) -> str:
 
 
 def resolve_run(source: Any, spec: str | int | None) -> int:
-    """A run id from `spec`: an id, or None/"latest" for the most recently created run."""
+    """A run id from `spec`: an id; None or "latest" for the most recently created run; or a model's name
+    for that model's latest complete run (what `compare`, `open --compare`, `export --run` and `protocol`
+    accept alike)."""
+    from reachtui.store_queries import LATEST_COMPLETE_RUN_SQL
+
     con = connection(source)
     if spec is None or str(spec).strip().lower() == "latest":
         row = con.execute("SELECT max(id) FROM runs").fetchone()
@@ -51,7 +55,13 @@ def resolve_run(source: Any, spec: str | int | None) -> int:
         return int(row[0])
     text = str(spec).strip()
     if not text.isdigit():
-        raise ReachError(f"run must be a run id or 'latest', not {text!r}")
+        row = con.execute(LATEST_COMPLETE_RUN_SQL, {"model": text}).fetchone()
+        if row[0] is not None:
+            return int(row[0])
+        models = [m for (m,) in con.execute("SELECT DISTINCT m.name FROM runs r JOIN models m ON m.id = r.model_id "
+                                             "WHERE r.status = 'complete' ORDER BY m.name")]
+        raise ReachError(f"no run {text!r}: not a run id, 'latest', or a model with a complete run "
+                         f"(models: {', '.join(models) or 'none yet'})")
     run_id = int(text)
     if run_id >= 2**63 or con.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
         have = con.execute("SELECT min(id), max(id), count(*) FROM runs").fetchone()
