@@ -7,10 +7,12 @@ by side (WAL, busy_timeout 5 s). `store.conn` is the plain sqlite3 connection, `
 view (made on first use, so a reader never imports sqlite-utils). Every write method is one transaction;
 `with store.transaction(): ...` makes several one.
 
-Faults of the environment are `EnvironmentFault`s (exit status 3), raised where they arise: a writer checks
-at opening that the file can be written and is intact (`PRAGMA quick_check`; a damaged store is
-`DamagedStore` and is never written to; `check=True` makes a reader check it too), and a failed write
-(disk full, read-only, damaged) rolls its transaction back whole and says so in one line.
+Faults of the environment are `EnvironmentFault`s (exit status 3), raised where they arise: every opening
+checks the store's shape (its tables, columns and triggers: `store_schema.check_shape`); a writer checks
+at opening that the file can be written and is intact (`PRAGMA quick_check`, and `PRAGMA
+foreign_key_check`: no row of a run that is not there); a damaged store is `DamagedStore` and is never
+written to (`check=True` makes a reader run quick_check too); and a failed write (disk full, read-only,
+damaged) rolls its transaction back whole and says so in one line.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from reachtui.errors import DamagedStore, ReachError, os_fault, sqlite_fault
 from reachtui.store_queries import StoreQueries
-from reachtui.store_schema import ATTEMPT_COLUMNS, FINISHED_STATUSES, NOW, RUN_SOURCES, RUN_STATUSES, migrate
+from reachtui.store_schema import (ATTEMPT_COLUMNS, FINISHED_STATUSES, NOW, RUN_SOURCES, RUN_STATUSES,
+                                   check_references, migrate, opened_version)
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
@@ -75,10 +78,13 @@ class Store(StoreQueries):
         self.path = Path(path) if path is not None else default_store_path()
         self.readonly = readonly
         LAST_OPENED = self.path
-        if readonly and not self.path.is_file():
+        if readonly and not self.path.exists():
             raise ReachError(f"no audit store at {self.path}")
         if self.path.is_dir():
             raise ReachError(f"{self.path} is a directory, not an audit store")
+        if self.path.exists() and not self.path.is_file():     # a FIFO, /dev/null, a socket: never opened
+            raise ReachError(f"{self.path} is not a regular file (a device, a pipe or a socket), so it cannot be "
+                             f"an audit store")
         if self.path.is_file() and not _looks_like_sqlite(self.path):
             raise ReachError(f"{self.path} is not a reachtui store (not an SQLite database)")
         if not readonly:
@@ -93,13 +99,16 @@ class Store(StoreQueries):
             conn = self.conn = self._connect(readonly)
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             conn.execute("PRAGMA foreign_keys = ON")
+            version = opened_version(conn, self.path)       # its tables, columns, triggers: milliseconds
             if (not readonly) if check is None else check:
                 self._check_intact()
+            if not readonly and version:
+                check_references(conn, self.path)           # a writer never adopts rows left behind
             if not readonly:
                 self.db.enable_wal()
                 conn.execute("PRAGMA synchronous = NORMAL")
                 self._check_writable()
-            migrate(conn, lambda: self.db, self.path, readonly=readonly)
+            migrate(conn, lambda: self.db, self.path, version, readonly=readonly)
         except ReachError:
             if conn is not None:
                 conn.close()

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import click
 
-from reachtui.commands.export import bootstrap_options, check_output, emit, open_store, pick_format
+from reachtui.commands.export import bootstrap_options, emit, open_store, pick_format, store_path_of
+from reachtui.output import check_output
 from reachtui.errors import ReachError
 
 
@@ -44,7 +45,7 @@ def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec, b
     explicit = fmt is not None
     fmt = pick_format(fmt, output, {}) if (explicit or output) else "table"
     if output:
-        check_output(output)
+        check_output(output, store_path_of(store_path))
     store = open_store(store_path)
     try:
         a, b = T.resolve_run(store, run_a), T.resolve_run(store, run_b)
@@ -65,11 +66,11 @@ def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec, b
             for _m, p, q in listed.rows:
                 click.echo(f"{p}\t{q}" if len(probes) > 1 else q)
             return
-        emit([listed], fmt, output)
+        emit([listed], fmt, output, store_path_of(store_path))
         return
     if fmt in F.DATA_FORMATS:
-        emit([comparison.table], fmt, output)
+        emit([comparison.table], fmt, output, store_path_of(store_path))
     elif fmt in F.HUMAN_FORMATS:
-        emit(T.compare_views(comparison), fmt, output)
+        emit(T.compare_views(comparison), fmt, output, store_path_of(store_path))
     else:  # pragma: no cover - pick_format only returns known formats
         raise ReachError(f"unknown format {fmt!r}")
