@@ -126,7 +126,7 @@ def audit(model, task_spec, task_name, probes, budget, temperature, seed, limit,
     from reachtui.engine.audit import check_given_run, completed_audit, holds_scan, run_audit
     from reachtui.model.load import check_positions, check_weights, config_position_limit, model_name, resolve_model
     from reachtui.store import Store
-    from reachtui.tasks import load_task
+    from reachtui.tasks import check_gold, load_task
 
     at_least_one(batch_size=batch_size, limit=limit)
     set_threads(threads)
@@ -149,6 +149,7 @@ def audit(model, task_spec, task_name, probes, budget, temperature, seed, limit,
                            max_new_tokens=max_new_tokens)
     mlp_scan = pick_mlp_scan(mlp_scan, [p.name for p in protocol.probes], explicit=True)
     task = load_task(task_spec, task_name)
+    check_gold(task, protocol.answer_format, protocol.choices)
     store = Store(store_path)
     click.get_current_context().call_on_close(store.close)
     out = Console()

@@ -47,12 +47,13 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
         raise ReachError("--stop '': a stop string must not be empty (it would stop before the first token)")
     from reachtui.model.load import (check_positions, check_weights, config_position_limit, load_model,
                                      resolve_model)
-    from reachtui.routes import format_route, parse_route, parse_silenced
+    from reachtui.routes import check_syntax, format_route, parse_route, parse_silenced
 
     # Syntax first (descending ranges, junk), before the model is loaded; ranges are checked after.
     if route_spec is not None:
-        parse_route(route_spec, 10**9, max_repeat=10**9)
-    parse_silenced(silence, 10**9)
+        check_syntax(route_spec, "route")
+    if silence is not None and silence.strip().lower() not in ("", "none"):
+        check_syntax(silence, "silenced layers")
     check_weights(resolve_model(model, allow_download=allow_download), model, allow_pickle)
     check_positions(config_position_limit(model, allow_download=allow_download), max_new_tokens)
     loaded = load_model(model, device=device, dtype=dtype, trust_remote_code=trust_remote_code,

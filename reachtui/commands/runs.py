@@ -20,7 +20,10 @@ def runs(store_path, as_json):
         rows = store.list_runs()
         if as_json:
             for r in rows:
-                r["protocol"] = json.loads(store.get_run(r["id"])["protocol_json"])
+                try:
+                    r["protocol"] = json.loads(store.get_run(r["id"])["protocol_json"])
+                except (ValueError, RecursionError):    # unreadable: listed as null, not a crash
+                    r["protocol"] = None
                 r["events"] = store.run_events(r["id"])
             click.echo(json.dumps(rows, indent=2))
             return

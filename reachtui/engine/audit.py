@@ -65,7 +65,7 @@ def check_given_run(store, run_id: int, *, task, protocol, limit: int | None = N
         try:
             stored = type(protocol).from_dict(json.loads(run["protocol_json"]), stored=True).to_dict()
             diff = _protocol_diff(stored, protocol.to_dict())
-        except (ValueError, TypeError, ReachError):
+        except (ValueError, TypeError, RecursionError, ReachError):
             diff = []
         detail = f" (differs in: {', '.join(diff)})" if diff else ""
         raise ReachError(f"run {run_id} was made with protocol {run['protocol_hash']}, this command gives "

@@ -171,7 +171,9 @@ def read_config(path: Path) -> dict:
     try:
         config = json.loads((path / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ReachError(f"{path}/config.json cannot be read: {_one_line(exc)}") from None
+        raise ReachError(f"{path}/config.json cannot be read: {_one_line(exc)[:200]}") from None
+    except RecursionError:
+        raise ReachError(f"{path}/config.json cannot be read: it is nested too deeply") from None
     if not isinstance(config, dict):
         raise ReachError(f"{path}/config.json is not a JSON object")
     return config
@@ -269,7 +271,9 @@ def check_device_map(device_map, device: str, offload_folder) -> str | dict | No
             try:
                 device_map = json.loads(Path(text).expanduser().read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
-                raise ReachError(f"device map file {text}: cannot be read ({_one_line(exc)})") from exc
+                raise ReachError(f"device map file {text}: cannot be read ({_one_line(exc)[:200]})") from None
+            except RecursionError:
+                raise ReachError(f"device map file {text}: cannot be read (nested too deeply)") from None
             if not isinstance(device_map, dict):
                 raise ReachError(f"device map file {text} must be a JSON object of module name -> device")
         else:

@@ -77,7 +77,7 @@ def run_info(source: Any, run_id: int) -> dict[str, Any]:
     info = dict(zip(keys, row))
     try:
         protocol = json.loads(row[8]) if row[8] else {}
-    except ValueError:
+    except (ValueError, RecursionError):
         protocol = {}
     info["protocol"] = protocol if isinstance(protocol, dict) else {}
     return info
