@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -447,28 +448,22 @@ def protocol_of_run(run: dict) -> Protocol:
             from None
 
 
-def protocol_to_toml(protocol: Protocol) -> str:
-    """TOML text that `load_protocol_file` reads back to the same protocol (for `--protocol` files)."""
-
-    def value(v) -> str:
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, (int, float)):
-            return repr(v)
-        if isinstance(v, str):
-            return json.dumps(v, ensure_ascii=False)
-        return "[" + ", ".join(value(x) for x in v) + "]"
+def protocol_to_toml(protocol: Protocol, comment: str | None = None) -> str:
+    """TOML that `load_protocol_file` reads back to the same protocol (for `--protocol` files), every value
+    written by tomli-w (any text: control characters, DEL, quotes, backslashes); top-level settings first,
+    then [route_sampler], [mcts], [control] and one [[probes]] table per probe. `comment`: a first line
+    `# ...` (control characters written as spaces: TOML allows none in a comment)."""
+    import tomli_w
 
     d = protocol.to_dict()
-    tables = ("probes", "route_sampler", "mcts", "control")
-    lines = [f"{k} = {value(v)}" for k, v in d.items() if k not in tables and v is not None]
-    for table in ("route_sampler", "mcts", "control"):
-        lines += ["", f"[{table}]"] + [f"{k} = {value(v)}" for k, v in d[table].items()]
-    for probe in d["probes"]:
-        lines += ["", "[[probes]]"] + [f"{k} = {value(v)}" for k, v in probe.items()]
+    tables = ("route_sampler", "mcts", "control")
+    top = {k: v for k, v in d.items() if k not in (*tables, "probes") and v is not None}   # TOML has no null
     if not d["probes"]:
-        lines.insert(0, "probes = []")
-    return "\n".join(lines) + "\n"
+        top["probes"] = []
+    parts = [tomli_w.dumps(top)] + [tomli_w.dumps({t: d[t]}) for t in tables]
+    parts += ["[[probes]]\n" + tomli_w.dumps(p) for p in d["probes"]]
+    head = "" if comment is None else "# " + re.sub(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]", " ", comment) + "\n"
+    return head + "\n".join(parts)
 
 
 def protocol_from_options(

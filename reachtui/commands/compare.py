@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from reachtui.commands.export import bootstrap_options, emit, open_store, pick_format, store_path_of
+from reachtui.commands.export import bootstrap_options, emit, keep_formulas_option, open_store, pick_format, store_path_of
 from reachtui.output import check_output
 from reachtui.errors import ReachError
 
@@ -27,8 +27,10 @@ from reachtui.errors import ReachError
               help="Print the question ids of one transition cell: MEASURE:CELL with MEASURE realized, "
                    "reachable (each probe) or a probe name, CELL gained, lost, kept or never (for reach also "
                    "expanded, shrunk, preserved, out-of-reach); e.g. reachable:lost = reachable in A, not in B.")
+@keep_formulas_option
 @bootstrap_options
-def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec, bootstrap, bootstrap_seed) -> None:
+def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec, keep_formulas, bootstrap,
+            bootstrap_seed) -> None:
     """Compare RUN_B against RUN_A (ids, or 'latest'): per probe realized and reachable in each, their
     deltas (B - A) with 95% paired-bootstrap intervals, the question-level transitions (gained, lost,
     kept, never; for reach: expanded, shrunk, preserved, out-of-reach) and exact McNemar p-values. Runs must share a protocol hash; they are compared on the
@@ -63,13 +65,13 @@ def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec, b
                 click.echo(f"note: {n}", err=True)
             click.echo(listed.title, err=True)
             probes = {p for _m, p, _q in listed.rows}
-            for _m, p, q in listed.rows:
-                click.echo(f"{p}\t{q}" if len(probes) > 1 else q)
+            for _m, p, q in listed.rows:     # one id per line: a control character in one is shown, not run
+                click.echo(f"{p}\t{F.shown(q)}" if len(probes) > 1 else F.shown(q))
             return
-        emit([listed], fmt, output, store_path_of(store_path))
+        emit([listed], fmt, output, store_path_of(store_path), formulas=keep_formulas)
         return
     if fmt in F.DATA_FORMATS:
-        emit([comparison.table], fmt, output, store_path_of(store_path))
+        emit([comparison.table], fmt, output, store_path_of(store_path), formulas=keep_formulas)
     elif fmt in F.HUMAN_FORMATS:
         emit(T.compare_views(comparison), fmt, output, store_path_of(store_path))
     else:  # pragma: no cover - pick_format only returns known formats

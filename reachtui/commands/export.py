@@ -99,6 +99,13 @@ def _finite(value: float, name: str) -> float:
 MAX_BOOTSTRAP = 100_000
 
 
+#: --keep-formulas (export, compare).
+keep_formulas_option = click.option(
+    "--keep-formulas", "keep_formulas", is_flag=True,
+    help="csv/tsv: write text cells that start with = + - @ (or a tab, a CR) as they are. By default they get a "
+         "leading ' so that a spreadsheet shows them instead of running them as formulas.")
+
+
 def bootstrap_options(command):
     """--bootstrap B and --bootstrap-seed S (shared by export and compare)."""
     command = click.option("--bootstrap-seed", "bootstrap_seed", type=click.IntRange(min=0), default=0,
@@ -155,10 +162,11 @@ def _split_columns(columns: tuple[str, ...], columns_csv: str | None) -> list[st
                                                                         "\\label (implies the environment).")
 @click.option("--allow-unmatched", is_flag=True,
               help="compare table only: compare runs whose protocols differ (every row is marked).")
+@keep_formulas_option
 @bootstrap_options
 def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as_table, output, where, params,
            columns, columns_csv, order, where_timeout, limit, no_headers, ci, caption, latex_label,
-           allow_unmatched, bootstrap, bootstrap_seed) -> None:
+           allow_unmatched, keep_formulas, bootstrap, bootstrap_seed) -> None:
     """Write TABLE of the audit store: summary, questions, attempts, passk, hits, mlp-scan, compare or
     compare-questions (one row per question of two runs: realized in each, reach categories).
 
@@ -177,8 +185,10 @@ def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as
       reachtui export summary --columns probe,reachable,control,excess,excess_lo,excess_hi --format md
     """
     from reachtui import tables as T
+    from reachtui.tables.formats import check_label
     from reachtui.tables.table import select
 
+    check_label(latex_label)
     name = table_name.strip().lower()
     if name not in T.TABLES:
         raise ReachError(f"unknown table {table_name!r}; choose one of {', '.join(T.TABLES)}")
@@ -209,7 +219,8 @@ def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as
     chosen = _split_columns(columns, columns_csv)
     table = select(table, columns=chosen, where=where,
                      params=dict(params) if params else None, order=order, limit=limit, timeout=where_timeout)
-    style = dict(headers=not no_headers, inline_ci=ci == "inline", caption=caption, label=latex_label)
+    style = dict(headers=not no_headers, inline_ci=ci == "inline", caption=caption, label=latex_label,
+                 formulas=keep_formulas)
     if name == "summary" and fmt == "table" and not chosen:
         emit(T.summary_views(table), fmt, output, store_path_of(store_path), **style)  # two narrower tables
         return

@@ -41,6 +41,11 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
         raise ReachError("--max-new-tokens must be at least 1")
     if not math.isfinite(temperature) or temperature < 0:
         raise ReachError(f"--temperature must be a finite number >= 0, not {temperature}")
+    from reachtui.protocol import MIN_TEMPERATURE
+
+    if 0 < temperature < MIN_TEMPERATURE:
+        raise ReachError(f"--temperature {temperature} is below {MIN_TEMPERATURE}, where sampling overflows; use 0 "
+                         f"for greedy decoding")
     if not 0.0 < top_p <= 1.0:
         raise ReachError("--top-p must be in (0, 1]")
     if any(not s for s in stops):
