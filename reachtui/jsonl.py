@@ -6,7 +6,8 @@ fails with `ReachError` as `file:line: what` (not UTF-8 text, bad JSON, not an o
 escape, an integer of more digits than Python converts, nesting deeper than the parser's recursion limit).
 A byte-order mark at the start is allowed; a gzip file (by its .gz suffix or its magic bytes) is read
 through gzip unless the caller says otherwise, streamed line by line and refused past `MAX_INFLATED` bytes
-(a small file that inflates to gigabytes is one line, not an exhausted memory).
+(a small file that inflates to gigabytes is one line, not an exhausted memory); no line may be longer than
+`MAX_LINE` bytes.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from pathlib import Path
 from reachtui.errors import ReachError
 
 #: The most bytes a compressed file may inflate to (an lm-eval log of 1,319 questions x 64 samples is
-#: about 50 MB uncompressed).
+#: about 50 MB uncompressed), and the longest line of any file (decoded and parsed, a line takes about three
+#: times its size in memory).
 MAX_INFLATED = 1 << 30
+MAX_LINE = 64 << 20
 _CHUNK = 1 << 20
 
 
@@ -40,25 +43,46 @@ def read_bytes(path: Path, shown: str | None = None) -> bytes:
         raise ReachError(f"{shown}: cannot read: {exc.strerror or exc}") from None
 
 
-def _lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
-    """The lines of the concatenated `chunks`, without their endings, split as `bytes.splitlines` splits
-    (\\n, \\r\\n, \\r), also across chunk boundaries."""
+def _breaks(data: bytes) -> int:
+    """How many line breaks `bytes.splitlines` finds in `data` (\\n, \\r\\n, \\r)."""
+    return data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
+
+
+def _lines(chunks: Iterable[bytes], shown: str) -> Iterator[tuple[int, bytes]]:
+    """(line number, line without its ending) of the concatenated `chunks`, split as `bytes.splitlines`
+    splits (\\n, \\r\\n, \\r), also across chunk boundaries. Runs of blank lines are counted, not split
+    (a file of a billion newlines reads in seconds); a line over MAX_LINE bytes is refused as it grows."""
     pending: list[bytes] = []
+    held = count = 0
     for chunk in chunks:
-        if b"\n" not in chunk and b"\r" not in chunk:
+        if b"\n" not in chunk and b"\r" not in chunk and not (pending and pending[-1].endswith(b"\r")):
             pending.append(chunk)
+            held += len(chunk)
+            if held > MAX_LINE:
+                raise ReachError(f"{shown}:{count + 1}: a line longer than {MAX_LINE >> 20} MiB")
             continue
         data = b"".join(pending) + chunk if pending else chunk
-        lines = data.splitlines(keepends=True)
-        last = lines[-1]
-        pending = []
-        if not last.endswith((b"\n", b"\r")) or last.endswith(b"\r"):   # unfinished, or a \r before its \n
-            pending.append(lines.pop())
-        for line in lines:
-            yield line[:-2] if line.endswith(b"\r\n") else line[:-1]
+        end = max(data.rfind(b"\n"), data.rfind(b"\r"))
+        if end == len(data) - 1 and data.endswith(b"\r"):      # a \r whose \n may come in the next chunk
+            end = max(data.rfind(b"\n", 0, end), data.rfind(b"\r", 0, end))
+        whole, rest = data[:end + 1], data[end + 1:]
+        pending = [rest] if rest else []
+        held = len(rest)
+        if whole.isspace():                   # blank lines only
+            count += _breaks(whole)
+            continue
+        for line in whole.splitlines():
+            count += 1
+            if len(line) > MAX_LINE:
+                raise ReachError(f"{shown}:{count}: a line longer than {MAX_LINE >> 20} MiB")
+            yield count, line
     if pending:
         tail = b"".join(pending)
-        yield tail[:-1] if tail.endswith(b"\r") else tail
+        if tail.endswith(b"\r"):
+            tail = tail[:-1]
+        if len(tail) > MAX_LINE:
+            raise ReachError(f"{shown}:{count + 1}: a line longer than {MAX_LINE >> 20} MiB")
+        yield count + 1, tail
 
 
 def _inflated(source: Path | io.BytesIO, shown: str) -> Iterator[bytes]:
@@ -89,8 +113,8 @@ def _read_chunks(path: Path, shown: str) -> Iterator[bytes]:
         raise ReachError(f"{shown}: cannot read: {exc.strerror or exc}") from None
 
 
-def _objects(lines: Iterable[bytes], shown: str) -> Iterator[tuple[int, dict]]:
-    for lineno, raw in enumerate(lines, start=1):
+def _objects(lines: Iterable[tuple[int, bytes]], shown: str) -> Iterator[tuple[int, dict]]:
+    for lineno, raw in lines:
         try:
             line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
         except UnicodeDecodeError:
@@ -117,9 +141,9 @@ def parse(data: bytes, shown: str, *, gz: bool = True) -> Iterator[tuple[int, di
     With `gz`, gzip-compressed data is decompressed first (at most MAX_INFLATED bytes). Line numbers count
     the lines of the text."""
     if gz and (shown.endswith(".gz") or data[:2] == b"\x1f\x8b"):
-        yield from _objects(_lines(_inflated(io.BytesIO(data), shown)), shown)
+        yield from _objects(_lines(_inflated(io.BytesIO(data), shown), shown), shown)
         return
-    yield from _objects(_lines([data]), shown)
+    yield from _objects(_lines([data], shown), shown)
 
 
 def _is_text(obj) -> bool:
@@ -151,6 +175,6 @@ def objects(path: Path, shown: str | None = None, *, gz: bool = True) -> Iterato
     path = Path(path)
     shown = str(path) if shown is None else shown
     if gz and _is_gzip(path, shown):
-        yield from _objects(_lines(_inflated(path, shown)), shown)
+        yield from _objects(_lines(_inflated(path, shown), shown), shown)
         return
-    yield from _objects(_lines(_read_chunks(path, shown)), shown)
+    yield from _objects(_lines(_read_chunks(path, shown), shown), shown)

@@ -21,11 +21,12 @@ import contextlib
 import json
 import os
 import sqlite3
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reachtui.errors import DamagedStore, ReachError, os_fault, sqlite_fault
+from reachtui.errors import DamagedStore, EnvironmentFault, ReachError, os_fault, sqlite_fault
 from reachtui.store_queries import StoreQueries
 from reachtui.store_schema import (ATTEMPT_COLUMNS, FINISHED_STATUSES, NOW, RUN_SOURCES, RUN_STATUSES,
                                    check_references, migrate, opened_version)
@@ -34,6 +35,11 @@ if TYPE_CHECKING:
     from sqlite_utils import Database
 
 BUSY_TIMEOUT_MS = 5000
+#: The file beside the store whose byte N is locked (a POSIX record lock, released by the kernel when the
+#: process ends) while this process audits run N: two audits never work on one run at once.
+RUN_LOCK_SUFFIX = ".lock"
+_LOCK_FILES: dict[str, int] = {}     # lock file -> the one descriptor this process holds on it (closing
+_LOCK_GUARD = threading.Lock()       # any descriptor of a file drops all of a process's locks on it)
 
 #: The last store opened in this process: `reachtui.cli.main` names it when an sqlite3 error of a read
 #: (a damaged page met mid-query) reaches it.
@@ -296,6 +302,41 @@ class Store(StoreQueries):
             if question_ids is not None:
                 self._add_run_questions(run_id, question_ids)
         return run_id
+
+    def claim_run(self, run_id: int) -> None:
+        """Hold run `run_id` for this process until `release_run` or its end; EnvironmentFault when another
+        process holds it (the same audit started twice: the second would generate the first's attempts again).
+        Where record locks are not available (no fcntl), nothing is held."""
+        try:
+            import fcntl
+        except ImportError:
+            return
+        fd = self._lock_fd()
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, int(run_id))
+        except OSError:
+            raise EnvironmentFault(f"run {run_id} of {self.path} is being audited by another process right now; "
+                                   f"wait for it to finish (then the same command shows the run), or pass --new "
+                                   f"for a run of its own") from None
+
+    def release_run(self, run_id: int) -> None:
+        """Let another process audit run `run_id` (`claim_run`)."""
+        try:
+            import fcntl
+        except ImportError:
+            return
+        fcntl.lockf(self._lock_fd(), fcntl.LOCK_UN, 1, int(run_id))
+
+    def _lock_fd(self) -> int:
+        key = os.path.realpath(self.path.with_name(self.path.name + RUN_LOCK_SUFFIX))
+        with _LOCK_GUARD:
+            if key not in _LOCK_FILES:
+                try:
+                    _LOCK_FILES[key] = os.open(key, os.O_RDWR | os.O_CREAT, 0o644)
+                except OSError as exc:
+                    raise (os_fault(exc, key) or ReachError(f"cannot create the run lock {key}: "
+                                                            f"{exc.strerror or exc}")) from None
+            return _LOCK_FILES[key]
 
     def set_run_batch_size(self, run_id: int, batch_size: int) -> None:
         with self._write():

@@ -34,7 +34,8 @@ from reachtui.errors import ReachError
 @placement_options
 @model_access_options
 def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_new_tokens, stops, template,
-             as_json, device, dtype, device_map, offload_folder, trust_remote_code, allow_download, allow_pickle):
+             as_json, device, dtype, device_map, offload_folder, trust_remote_code, allow_download, allow_pickle,
+             allow_missing_weights):
     """Generate from PROMPT with MODEL (demo, a directory, or a cached Hugging Face id) and print the text
     and the extracted answer."""
     if max_new_tokens < 1:
@@ -50,8 +51,8 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
         raise ReachError("--top-p must be in (0, 1]")
     if any(not s for s in stops):
         raise ReachError("--stop '': a stop string must not be empty (it would stop before the first token)")
-    from reachtui.model.load import (check_positions, check_weights, config_position_limit, load_model,
-                                     resolve_model)
+    from reachtui.model.load import (check_layers, check_positions, check_weights, config_position_limit,
+                                     load_model, resolve_model)
     from reachtui.routes import check_syntax, format_route, parse_route, parse_silenced
 
     # Syntax first (descending ranges, junk), before the model is loaded; ranges are checked after.
@@ -60,10 +61,11 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
     if silence is not None and silence.strip().lower() not in ("", "none"):
         check_syntax(silence, "silenced layers")
     check_weights(resolve_model(model, allow_download=allow_download), model, allow_pickle)
+    check_layers(resolve_model(model, allow_download=allow_download), model, allow_missing_weights)
     check_positions(config_position_limit(model, allow_download=allow_download), max_new_tokens)
     loaded = load_model(model, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
                         allow_download=allow_download, device_map=device_map, offload_folder=offload_folder,
-                        allow_pickle=allow_pickle)
+                        allow_pickle=allow_pickle, allow_missing_weights=allow_missing_weights)
     n = loaded.arch.num_layers
     route = parse_route(route_spec, n) if route_spec is not None else None
     silenced = parse_silenced(silence, n)

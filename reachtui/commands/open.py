@@ -57,7 +57,7 @@ def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_s
             result = run_audit(store, runner, model_name=loaded.name, model_path=str(loaded.path),
                                model_class=loaded.arch.model_class, task=task, protocol=protocol, limit=limit,
                                batch_size=batch_size, mlp_scan=mlp_scan, on_event=on_event, cancel=cancel,
-                               versions=versions(loaded), new=new_run)
+                               versions=versions(loaded), new=new_run, load_report=loaded.load_report)
         return result.run_id
 
     return job
@@ -92,7 +92,7 @@ def open_(**options):
 
 def prepare(model, task_spec, task_name, store_path, run_id, probes, budget, temperature, seed, limit, mlp_scan,
             protocol_file, max_new_tokens, new_run, device, dtype, device_map, offload_folder, batch_size, threads,
-            trust_remote_code, allow_download, allow_pickle, compare, allow_unmatched, keymap_file):
+            trust_remote_code, allow_download, allow_pickle, allow_missing_weights, compare, allow_unmatched, keymap_file):
     """Every check `open` makes of its options before any UI (`serve` makes them too, before serving): one
     line for a bad one. Returns what starts the app."""
     from reachtui.store import default_store_path
@@ -104,7 +104,8 @@ def prepare(model, task_spec, task_name, store_path, run_id, probes, budget, tem
 
         check_device_map(device_map, device, offload_folder)
     launch_kw = dict(device=device, dtype=dtype, device_map=device_map, offload_folder=offload_folder,
-                     trust_remote_code=trust_remote_code, allow_download=allow_download, allow_pickle=allow_pickle)
+                     trust_remote_code=trust_remote_code, allow_download=allow_download, allow_pickle=allow_pickle,
+                     allow_missing_weights=allow_missing_weights)
     keymap = read_keymap(keymap_file) if keymap_file else None
     if compare is not None:
         if model is not None:
@@ -131,10 +132,11 @@ def prepare(model, task_spec, task_name, store_path, run_id, probes, budget, tem
     mlp_scan = pick_mlp_scan(mlp_scan, [p.name for p in protocol.probes], explicit=False)
     task = load_task(task_spec, task_name)
     check_gold(task, protocol.answer_format, protocol.choices)
-    from reachtui.model.load import check_positions, check_weights, config_position_limit, resolve_model
+    from reachtui.model.load import check_layers, check_positions, check_weights, config_position_limit, resolve_model
 
     # a missing model, pickled weights, a --max-new-tokens over its positions: one line now, not in the app
     check_weights(resolve_model(model, allow_download=allow_download), model, allow_pickle)
+    check_layers(resolve_model(model, allow_download=allow_download), model, allow_missing_weights)
     check_positions(config_position_limit(model, allow_download=allow_download), protocol.max_new_tokens)
     from reachtui.store import Store
 

@@ -151,8 +151,7 @@ class RunContext:
         """Grade `gens` (one per work item), store them in one transaction, note an out-of-memory halving
         the runner made meanwhile; returns the rows."""
         rows = [attempt_row(self.questions[w.pos], w, g, self.fmt) for w, g in zip(todo, gens)]
-        self.store.insert_attempts(self.run_id, rows)
-        self.generated += len(rows)
+        self.generated += self.store.insert_attempts(self.run_id, rows)   # new rows only: never another's
         hint = self.runner.batch_size_hint
         if hint is not None and hint != self._oom_seen:
             self._oom_seen = hint
