@@ -61,6 +61,8 @@ def load_task(spec: str, name: str | None = None) -> Task:
     unless `name` is given (`--task-name`: GSM8K's `test.jsonl` as gsm8k)."""
     if name is not None and not name.strip():
         raise ReachError("--task-name must not be empty")
+    if name is not None:
+        check_name(name, "--task-name")
     if str(spec) == "demo":
         from reachtui.assets import DEMO_TASK_PATH
 
@@ -147,6 +149,13 @@ def _parse_record(record: dict, where: str, default_id: str) -> Question:
 
 #: Unicode categories an id may not hold: control and format characters, line and paragraph separators.
 _CONTROL = {"Cc", "Cf", "Zl", "Zp"}
+
+
+def check_name(name: str, what: str) -> None:
+    """A name shown in every table and list (a task's, a model's) holds no control character."""
+    bad = next((ch for ch in name if unicodedata.category(ch) in _CONTROL), None)
+    if bad is not None:
+        raise ReachError(f"{what} {name!r} holds a control character (U+{ord(bad):04X})")
 
 
 def check_gold(task: Task, fmt: str, choices: int | None = None) -> None:

@@ -775,3 +775,102 @@ def test_an_audit_of_a_run_another_process_works_on_is_refused(tmp_path):
     with Store(path) as store:
         result = run_audit(store, FakeRunner(), model_name="fake", task=task, protocol=protocol)
     assert result.run_id == rid and result.resumed and result.generated == 4 * 3
+
+
+# -- 8. exports that could be turned against their reader ----------------------------------------------------------
+
+NASTY = {"q000": "=HYPERLINK(\"http://x\",\"click\")", "q001": "-2+3+cmd|' /C calc'!A0", "q002": "-3",
+         "q003": "@SUM(A1:A9)", "q004": "\ta\r\n\r\nb \\input{/etc/passwd} | c\x00d",
+         "q005": "\x1b]0;owned\x07\x1b[31m[/bold] [link=file:///etc]x[/link]"}
+
+
+@pytest.fixture(scope="module")
+def nasty(env):
+    """A store whose run has outputs written to act on their reader, under a model named like a formula."""
+    path = env.root / "nasty" / "s.sqlite"
+    path.parent.mkdir()
+    gens = _jsonl(env.root / "nasty" / "g.jsonl",
+                  [{"question_id": q, "probe": "realized", "attempt": 0, "output": text} for q, text in NASTY.items()])
+    from reachtui.engine.importing import import_file
+
+    import_file(gens, env["t.jsonl"], model="=1+2", store_path=path)
+    return path
+
+
+def _export(nasty, capsys, *args):
+    code, out, err = run_cli(["export", *args, "--store", str(nasty)], capsys)
+    assert code == 0, err
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+def test_spreadsheet_formulas_are_neutralised_unless_kept(nasty, capsys, fmt):
+    import csv
+    import io
+
+    read = lambda text: list(csv.reader(io.StringIO(text), delimiter="," if fmt == "csv" else "\t"))  # noqa: E731
+    rows = read(_export(nasty, capsys, "attempts", "--format", fmt, "--columns", "question_id,text"))
+    texts = dict(rows[1:])
+    assert texts["q000"] == "'" + NASTY["q000"] and texts["q001"] == "'" + NASTY["q001"]
+    assert texts["q003"] == "'" + NASTY["q003"] and texts["q004"] == "'" + NASTY["q004"]
+    assert texts["q002"] == "-3"                        # a plain number is a number, not a formula
+    assert read(_export(nasty, capsys, "summary", "--format", fmt, "--columns", "model"))[1] == ["'=1+2"]
+    raw = dict(read(_export(nasty, capsys, "attempts", "--format", fmt, "--columns", "question_id,text",
+                            "--keep-formulas"))[1:])
+    assert raw == NASTY
+
+
+def test_latex_cells_options_and_comments_cannot_break_out(nasty, capsys):
+    out = _export(nasty, capsys, "attempts", "--format", "latex", "--columns", "question_id,text",
+                  "--caption", "a\n\n\\input{/etc/passwd}", "--label", "tab:attempts")
+    assert "\r" not in out and "\x00" not in out and "\x1b" not in out
+    assert "\n\n" not in out                                     # no paragraph break inside the table
+    assert "\\input{" not in out and "\\textbackslash{}input\\{/etc/passwd\\}" in out
+    assert all(line.startswith(("%", "\\")) or line.endswith("\\\\") for line in out.splitlines()), out
+    assert "\\label{tab:attempts}" in out
+
+
+@pytest.mark.parametrize("label", ["x}\\input{/etc/passwd", "a b", "x\ny"])
+def test_a_latex_label_that_is_not_a_key_is_refused(nasty, capsys, label):
+    code, out, err = run_cli(["export", "summary", "--format", "latex", "--label", label, "--store", str(nasty)],
+                             capsys)
+    assert code == 2 and err.startswith("error: --label") and len(err.strip().splitlines()) == 1 and out == ""
+
+
+def test_markdown_rows_stay_one_line_each(nasty, capsys):
+    out = _export(nasty, capsys, "attempts", "--format", "md", "--columns", "question_id,text")
+    lines = out.splitlines()
+    assert "\r" not in out and "\x00" not in out and len(lines) == 2 + len(NASTY)
+    assert all(line.startswith("|") and line.endswith("|") for line in lines)
+    assert lines[2 + 4].count(" | ") == 1                # the | in the output is escaped
+
+
+def test_the_terminal_gets_no_escape_sequence_and_no_markup(nasty, capsys):
+    out = _export(nasty, capsys, "attempts", "--format", "table", "--columns", "question_id,text")
+    assert "\x1b" not in out and "\x07" not in out and "␛]0;owned␇" in out and "[/bold]" in out
+    code, out, err = run_cli(["runs", "--store", str(nasty)], capsys)
+    assert code == 0 and "=1+2" in out, err
+
+
+def test_an_id_with_a_newline_in_an_older_store_is_listed_as_one_line(env, tmp_path, capsys):
+    path = tmp_path / "s.sqlite"
+    shutil.copy(env["good.sqlite"], path)
+    con = sqlite3.connect(path)
+    con.execute("UPDATE questions SET qid = 'q\nX' WHERE qid = 'q001'")
+    con.commit()
+    con.close()
+    code, out, err = run_cli(["compare", "1", "2", "--store", str(path), "--allow-unmatched", "--list",
+                              "realized:kept"], capsys)
+    assert code == 0, err
+    assert "X" not in out.replace("q␊X", "")           # the id is one line, its newline shown as ␊
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["import", "{gens.jsonl}", "--task", "{t.jsonl}", "--model", "a\nb"], "--model 'a\\nb' holds a control"),
+    (["audit", "demo", "--task", "{t.jsonl}", "--task-name", "t\x1b[31m"], "--task-name"),
+])
+def test_names_with_control_characters_are_refused(env, capsys, argv, needle):
+    before = folder_state(env.root)
+    code, _, err = run_cli([_fill(a, env) for a in argv] + ["--store", env["good.sqlite"]], capsys)
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+    assert folder_state(env.root) == before

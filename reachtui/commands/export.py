@@ -61,7 +61,7 @@ def emit(tables, fmt: str, output: str | None, store: Path | None = None, **styl
     tables; notes and warnings go to stderr for data formats (they are inside the text for md/latex/table).
     On a terminal, `table` is drawn by rich directly. `style`: how people formats write them
     (`reachtui.tables.formats.render`)."""
-    from reachtui.tables.formats import DATA_FORMATS, render_many, to_rich
+    from reachtui.tables.formats import DATA_FORMATS, render_many, shown, to_rich
 
     tables = list(tables)
     if output:       # the file first: a write that fails is then the only line
@@ -84,7 +84,10 @@ def emit(tables, fmt: str, output: str | None, store: Path | None = None, **styl
             for n in t.notes:
                 console.print(n, markup=False, highlight=False, style="dim")
         return
-    click.echo(render_many(tables, fmt, **style), nl=False)
+    text = render_many(tables, fmt, **style)
+    if sys.stdout.isatty():        # an escape sequence in an output would be run by the terminal: shown instead
+        text = shown(text)
+    click.echo(text, nl=False, color=True)     # color=True: click would strip escape sequences from the data
 
 
 def _finite(value: float, name: str) -> float:

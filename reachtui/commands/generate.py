@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 
 import click
 
@@ -108,7 +109,11 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
             "seed": seed,
         }, ensure_ascii=False))
         return
-    click.echo(gen.text)
+    from reachtui.tables.formats import shown
+
+    # the text as generated (click would strip escape sequences from a pipe); on a terminal, control
+    # characters shown as marks, never run
+    click.echo(shown(gen.text) if sys.stdout.isatty() else gen.text, color=True)
     click.echo(f"answer: {answer if answer is not None else '(none)'}" + (f"  [{rule}]" if rule else ""))
     click.echo(
         f"route {route_text}" + (f", silenced {','.join(map(str, sorted(silenced)))}" if silenced else "")

@@ -345,9 +345,11 @@ def import_file(path: str | Path, task_spec: str, *, fmt: str | None = None, mod
                 realized_epoch: int | None = None) -> ImportResult:
     """Read, check and grade FILE against the task, then write one complete run in one transaction."""
     from reachtui.grading import FORMATS as ANSWER_FORMATS
-    from reachtui.tasks import check_gold, load_task
+    from reachtui.tasks import check_gold, check_name, load_task
 
     path = Path(path)
+    if model is not None:
+        check_name(model, "--model")
     if fmt is not None and fmt not in IMPORT_FORMATS:
         raise ReachError(f"unknown import format {fmt!r}; choose one of {', '.join(IMPORT_FORMATS)}")
     if answer_format is not None and answer_format not in ANSWER_FORMATS:

@@ -349,8 +349,8 @@ def to_rich(table: Table, *, compact: bool = False, inline_ci: bool = False):
 
 
 #: How a control character shows on a terminal: C0 and DEL as their Unicode control pictures (ESC is ␛),
-#: C1 and the bidirectional overrides as U+FFFD; a newline stays a line break inside a cell.
-_SHOWN = {**{i: 0x2400 + i for i in range(0x20) if i != 0x0A}, 0x7F: 0x2421,
+#: C1 and the bidirectional overrides as U+FFFD; a newline and a tab stay what they are.
+_SHOWN = {**{i: 0x2400 + i for i in range(0x20) if i not in (0x09, 0x0A)}, 0x7F: 0x2421,
           **{i: 0xFFFD for i in range(0x80, 0xA0)},
           **{i: 0xFFFD for i in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))}}
 
