@@ -162,7 +162,7 @@ def compared_runs(path: Path, specs: tuple[str, str], allow_unmatched: bool) -> 
     with Store(path, readonly=True) as store:
         ids = []
         for spec in specs:
-            if spec.isdigit() or spec == "latest":
+            if (spec.isascii() and spec.isdigit()) or spec == "latest":
                 ids.append(resolve_run(store, spec))
                 continue
             run_id = store.latest_complete_run(spec)

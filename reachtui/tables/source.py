@@ -50,8 +50,11 @@ def resolve_run(source: Any, spec: str | int | None) -> int:
             raise ReachError("the audit store has no runs yet")
         return int(row[0])
     text = str(spec).strip()
-    if not text.isdigit():
-        raise ReachError(f"run must be a run id or 'latest', not {text!r}")
+    if not (text.isascii() and text.isdigit()):       # ASCII digits only ("١" is not run 1)
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise ReachError(f"run must be a run id or 'latest', not {shown!r}")
+    if len(text.lstrip("0")) > 19:                     # no SQLite integer (and no 4,300-digit conversion)
+        raise ReachError(f"no run {text if len(text) <= 40 else text[:37] + '...'} in the audit store")
     run_id = int(text)
     if run_id >= 2**63 or con.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
         have = con.execute("SELECT min(id), max(id), count(*) FROM runs").fetchone()
