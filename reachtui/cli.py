@@ -34,6 +34,7 @@ def cli(debug: bool) -> None:
 # Command registration (each command module imports heavy libraries only inside its function).
 from reachtui.commands.audit import audit as audit_cmd  # noqa: E402
 from reachtui.commands.compare import compare as compare_cmd  # noqa: E402
+from reachtui.commands.examples import examples as examples_cmd  # noqa: E402
 from reachtui.commands.export import export as export_cmd  # noqa: E402
 from reachtui.commands.generate import generate as generate_cmd  # noqa: E402
 from reachtui.commands.importer import import_ as import_cmd  # noqa: E402
@@ -43,6 +44,7 @@ from reachtui.commands.runs import runs as runs_cmd  # noqa: E402
 from reachtui.commands.serve import serve as serve_cmd  # noqa: E402
 cli.add_command(audit_cmd)
 cli.add_command(compare_cmd)
+cli.add_command(examples_cmd)
 cli.add_command(export_cmd)
 cli.add_command(generate_cmd)
 cli.add_command(import_cmd)

@@ -42,7 +42,7 @@ class Decoding:
     @classmethod
     def of(cls, protocol: Any, temperature: float | None = None, top_p: float | None = None) -> Decoding:
         """The protocol's decoding (its default one, or a probe's `temperature`/`top_p`): the one place a
-        protocol becomes a Decoding, for the audit, the app's live runs and `reachtui generate --template`."""
+        protocol becomes a Decoding, for the audit, the app's live runs and `reachtui generate`."""
         return cls(max_new_tokens=protocol.max_new_tokens,
                    temperature=protocol.temperature if temperature is None else temperature,
                    top_p=protocol.top_p if top_p is None else top_p, stop=tuple(protocol.stop),

@@ -1,10 +1,14 @@
 """The protocol: everything that decides an audit's outcomes, frozen, validated and hashed.
 
-Two runs are comparable only when their protocols hash the same, so the hash covers every field that can
-change an attempt (prompt, answer format, stop strings, decoding, probes with budgets/temperatures, route
-sampler, MCTS, seed) or the chance control reported beside every reachability figure, and nothing that
-cannot (the model, the store path). Values are coerced on construction (a temperature of 1 is 1.0, probes
-in canonical order), so equal protocols written differently hash the same.
+The hash identifies a run's protocol: it covers every field that can change an attempt (prompt, answer
+format, stop strings, decoding, probes with budgets/temperatures, route sampler, MCTS, seed) or the chance
+control reported beside every reachability figure, and nothing that cannot (the model, the store path).
+Values are coerced on construction (a temperature of 1 is 1.0, probes in canonical order), so equal
+protocols written differently hash the same.
+
+Comparisons match per probe (`Protocol.match_keys`, beside the hash): two runs are matched on realized when
+their deployment settings agree, and on a probe when those and the probe's own settings agree, whatever
+other probes either run has.
 """
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import json
 import math
 import re
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -75,6 +80,11 @@ def _coerce(obj, prefix: str) -> None:
         elif f.type == "bool" and not isinstance(value, bool):
             raise ReachError(f"protocol: {name} must be true or false, not {value!r}")
 
+
+#: The settings of the default deployment procedure: two runs' realized attempts are comparable when these agree
+#: (with the grader, and the sampler where the default decoding samples). Every probe's attempts depend on them too.
+DEPLOYMENT_FIELDS = ("template", "chat", "system", "fewshot", "answer_format", "choices", "stop", "max_new_tokens",
+                     "temperature", "top_p", "seed")
 
 #: (table, field, value before the field existed): settings added after runs were first stored. At that
 #: value they are left out of the canonical JSON, so the hash of an older run's protocol does not change.
@@ -319,6 +329,39 @@ class Protocol:
         no spaces, floats as Python's shortest round-trip repr); equal hashes = comparable runs."""
         return hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()[:12]
 
+    def match_settings(self, probe: str = registry.REALIZED.name) -> dict:
+        """What two runs must share to be compared on `probe` ("realized": the default deployment). The
+        deployment: DEPLOYMENT_FIELDS and the grader's version, and the sampler version where the default
+        decoding samples. A probe: the deployment, and its own spec (budget, temperature, top_p; the sampler
+        where it samples) with the protocol sections its registry record `reads` (routes: the routes mode
+        and the route sampler; MCTS: the route sampler and the search's settings). The chance control's
+        settings are in neither: no attempt depends on them."""
+        from reachtui.grading import GRADER_VERSION
+
+        d = self.to_dict()
+        deployment = {k: d[k] for k in DEPLOYMENT_FIELDS}
+        deployment["grader"] = GRADER_VERSION
+        if self.temperature > 0:
+            deployment["sampler"] = self.sampler
+        if probe == registry.REALIZED.name:
+            return deployment
+        spec = self.probe(probe)
+        if spec is None:
+            raise ReachError(f"protocol: no probe {probe!r} in this protocol")
+        own = {f.name: getattr(spec, f.name) for f in fields(spec)}
+        if spec.temperature > 0:
+            own["sampler"] = self.sampler
+        for section in registry.get(probe).reads:
+            own[section] = d[section]
+        return {"deployment": deployment, "probe": own}
+
+    def match_keys(self) -> dict[str, str]:
+        """{"realized": the deployment's key, each probe: its key}, 12 hex chars each (sha256 of
+        `match_settings` as canonical JSON). Two runs are matched on a probe when its key is the same in
+        both; `hash` (the whole protocol) identifies the run."""
+        names = [registry.REALIZED.name] + [p.name for p in self.probes]
+        return {name: _key(self.match_settings(name)) for name in names}
+
     def probe(self, name: str) -> ProbeSpec | None:
         return next((p for p in self.probes if p.name == name), None)
 
@@ -380,6 +423,34 @@ class Protocol:
             )
         except Exception as exc:  # jinja TemplateError ("System role not supported", ...)
             raise ReachError(f"protocol: the chat template refused the prompt: {str(exc).splitlines()[0]}") from None
+
+
+def _key(settings: dict) -> str:
+    text = json.dumps(settings, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def match_differences(a: Protocol, b: Protocol, probe: str = registry.REALIZED.name) -> list[str]:
+    """The settings that keep two protocols from matching on `probe` (`Protocol.match_settings`), each as
+    "name A vs B" (nested ones dotted: "route_sampler.max_block 4 vs 3"; a value over 40 characters is only
+    named); empty when they match."""
+    def flat(d: dict, prefix: str = "") -> dict:
+        out = {}
+        for k, v in d.items():
+            name = k if k in ("deployment", "probe") else f"{prefix}{k}"
+            if isinstance(v, dict):
+                out.update(flat(v, "" if k in ("deployment", "probe") else f"{name}."))
+            else:
+                out[name] = v
+        return out
+
+    def said(k: str) -> str:     # a long value (a template, few-shot examples) is named, not printed
+        va, vb = (json.dumps(f.get(k), ensure_ascii=False) for f in (fa, fb))
+        return f"{k} {va} vs {vb}" if max(len(va), len(vb)) <= 40 else f"{k} differs"
+
+    fa, fb = flat(a.match_settings(probe)), flat(b.match_settings(probe))
+    return [said(k) for k in sorted(set(fa) | set(fb), key=lambda k: (k not in DEPLOYMENT_FIELDS, k))
+            if fa.get(k) != fb.get(k)]
 
 
 def _known(d: dict, kind: type, where: str) -> None:
@@ -448,10 +519,19 @@ def protocol_of_run(run: dict) -> Protocol:
             from None
 
 
-def protocol_to_toml(protocol: Protocol, comment: str | None = None) -> str:
+def stored_protocol(protocol: dict) -> Protocol | None:
+    """A stored run's protocol (its parsed JSON), or None where this reachtui cannot read it (another
+    version, a hand-made store): such a run matches only another with the same protocol hash."""
+    try:
+        return Protocol.from_dict(protocol, stored=True)
+    except (ReachError, TypeError, ValueError, RecursionError):
+        return None
+
+
+def protocol_to_toml(protocol: Protocol, comments: Sequence[str] = ()) -> str:
     """TOML that `load_protocol_file` reads back to the same protocol (for `--protocol` files), every value
     written by tomli-w (any text: control characters, DEL, quotes, backslashes); top-level settings first,
-    then [route_sampler], [mcts], [control] and one [[probes]] table per probe. `comment`: a first line
+    then [route_sampler], [mcts], [control] and one [[probes]] table per probe. `comments`: first lines
     `# ...` (control characters written as spaces: TOML allows none in a comment)."""
     import tomli_w
 
@@ -462,7 +542,7 @@ def protocol_to_toml(protocol: Protocol, comment: str | None = None) -> str:
         top["probes"] = []
     parts = [tomli_w.dumps(top)] + [tomli_w.dumps({t: d[t]}) for t in tables]
     parts += ["[[probes]]\n" + tomli_w.dumps(p) for p in d["probes"]]
-    head = "" if comment is None else "# " + re.sub(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]", " ", comment) + "\n"
+    head = "".join("# " + re.sub(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]", " ", line) + "\n" for line in comments)
     return head + "\n".join(parts)
 
 

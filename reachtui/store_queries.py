@@ -13,6 +13,11 @@ if TYPE_CHECKING:
     import sqlite3
     from pathlib import Path
 
+#: The id of model :model's (by name) most recent complete run (NULL: none).
+LATEST_COMPLETE_RUN_SQL = ("SELECT max(r.id) FROM runs r JOIN models m ON m.id = r.model_id "
+                           "WHERE m.name = :model AND r.status = 'complete'")
+
+
 def fts_query(text: str, *, prefix: bool = False) -> str | None:
     """A safe FTS5 MATCH expression: each whitespace-separated chunk (or "quoted phrase") becomes a
     phrase of its word tokens, all phrases ANDed; with `prefix`, the last one matches as a prefix."""
@@ -88,8 +93,7 @@ class StoreQueries:
 
     def latest_complete_run(self, model: str) -> int | None:
         """The id of the model's (by name) most recent complete run, or None."""
-        row = self.conn.execute("SELECT max(r.id) FROM runs r JOIN models m ON m.id = r.model_id "
-                                "WHERE m.name = ? AND r.status = 'complete'", (model,)).fetchone()
+        row = self.conn.execute(LATEST_COMPLETE_RUN_SQL, {"model": model}).fetchone()
         return None if row[0] is None else int(row[0])
 
     def find_run(self, model_id: int, task_id: int, protocol_hash: str, limit_n: int | None = None,

@@ -440,3 +440,22 @@ def test_the_apply_job_without_the_app_repeats_the_mlp_scan_row_for_its_layer(tm
             "SELECT question_id, text, correct FROM attempts WHERE run_id = ? AND probe = ? ORDER BY question_id",
             (rid, probe)).fetchall()
         assert attempts(f"explore:{done.extra['exploration_id']}") == attempts(f"mlp:{layer}") != []
+
+
+def test_what_the_runner_has_to_say_becomes_one_run_event(tmp_path, task):
+    """A runner's notes (e.g. the GPU's decoding steps fell back to eager ones) are told to the run once, as
+    events the audit prints and `runs --json` lists."""
+
+    class Noting(FakeRunner):
+        def __init__(self):
+            super().__init__()
+            self.notes = ["decoding steps run eagerly: a CUDA graph could not be captured (test)"]
+
+        def take_notes(self):
+            notes, self.notes = self.notes, []
+            return notes
+
+    store = Store(tmp_path / "s.sqlite")
+    res = audit(store, task, Protocol(probes=(ProbeSpec("sample", budget=2),), seed=3), runner=Noting())
+    events = [e for e in store.run_events(res.run_id) if e["kind"] == "engine"]
+    assert [e["detail"] for e in events] == ["decoding steps run eagerly: a CUDA graph could not be captured (test)"]

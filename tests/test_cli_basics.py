@@ -61,3 +61,15 @@ def test_audit_and_open_list_every_shared_option_with_its_help():
         assert ", ".join(registry.names()) in text   # --probes, from the registry
     assert "PROBE|auto|none" in helps["open"] and "[PROBE]" in helps["audit"]
     assert "at most half" in helps["open"] and "less the load average" in helps["audit"] and "With --ray: per worker" in helps["audit"]
+
+
+def test_no_help_text_shows_a_doubled_percent_sign():
+    """click prints help text as written (no %-formatting): "95%%" would be shown as it stands."""
+    from click.testing import CliRunner
+
+    from reachtui.cli import cli
+
+    for command in cli.commands:
+        r = CliRunner().invoke(cli, [command, "--help"])
+        assert r.exit_code == 0, r.output
+        assert "%%" not in r.output, command

@@ -53,7 +53,10 @@ def store_path(tmp_path_factory):
         # A has q000..q020, B has q000..q019 and q021: they share q000..q019.
         add_run(store, "base", task, "proto1", _run_data(task, "a", list(range(21))))
         add_run(store, "trained", task, "proto1", _run_data(task, "b", list(range(20)) + [21], "mcts"))
-        add_run(store, "other", task, "proto2", _run_data(task, "b", list(range(20))))
+        # another default deployment (shorter answers): not comparable
+        add_run(store, "other", task, "proto2", _run_data(task, "b", list(range(20))),
+                protocol={"answer_format": "number", "max_new_tokens": 32,
+                          "probes": [{"name": "routes", "budget": 4}, {"name": "sample", "budget": 4}]})
     return path
 
 
@@ -108,7 +111,7 @@ def _main(*args):
 def test_unmatched_protocols_are_refused_with_one_line(store_path):
     out = _main("compare", "1", "3", "--store", str(store_path))
     assert out.returncode == 2 and out.stdout == ""
-    assert out.stderr.count("\n") == 1 and "different protocols (proto1 vs proto2)" in out.stderr
+    assert out.stderr.count("\n") == 1 and "different default deployments (max_new_tokens 48 vs 32)" in out.stderr
     assert "--allow-unmatched" in out.stderr
 
 
@@ -122,8 +125,9 @@ def test_allow_unmatched_marks_every_output(store_path):
         out = _main("compare", "1", "3", "--store", str(store_path), "--allow-unmatched", "--format", fmt)
         assert out.returncode == 0
         assert out.stdout.count(mark) == 3, fmt  # every table (scores, transitions, categories) is marked
+        assert out.stderr.count("WARNING") == 1, fmt     # and stderr says it once
     out = _main("compare", "1", "3", "--store", str(store_path), "--allow-unmatched", "--list", "routes:kept")
-    assert "WARNING: UNMATCHED PROTOCOLS" in out.stderr
+    assert out.stderr.count("WARNING: UNMATCHED PROTOCOLS") == 1
 
 
 def test_bad_list_and_runs_are_one_line(store_path):
@@ -172,3 +176,109 @@ def test_categories_and_the_questions_table(store_path):
         assert r["reachable_routes_a"] == (expected in ("preserved", "shrunk"))
     ids = _json(store_path, "1", "2", "--list", "routes:expanded").stdout.split()
     assert ids == cell["gained"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Matched per probe: the deployment and the probe's own settings, whatever other probes a run has
+# --------------------------------------------------------------------------------------------------
+
+
+def _audit_like(store, model: str, task, spec, which: str, probes=("sample", "routes")) -> int:
+    """A run recorded as an audit records it: its protocol and that protocol's own hash."""
+    data = _run_data(task, which, list(range(20)))
+    data = {q: {p: a for p, a in per.items() if p == "realized" or p in probes} for q, per in data.items()}
+    for q, per in data.items():
+        for p in probes:
+            per[p] = (per.get(p) or [(True, "0", -0.1)])[:spec.probe(p).budget]
+            per[p] += [(False, "-3", -1.0)] * (spec.probe(p).budget - len(per[p]))
+    return add_run(store, model, task, spec.hash(), data, protocol=spec.to_dict())
+
+
+@pytest.fixture(scope="module")
+def matched_store(tmp_path_factory):
+    """1: sample + routes (K = 4); 2: the same and mcts; 3: routes at K = 2; 4: max_new_tokens 32."""
+    from dataclasses import replace
+
+    from reachtui.protocol import ProbeSpec, Protocol, protocol_from_options
+
+    base = protocol_from_options(Protocol(), probes="sample,routes", budget=4)
+    path = tmp_path_factory.mktemp("matched") / "audit.sqlite"
+    task = make_task("arith", 20)
+    with Store(path) as store:
+        _audit_like(store, "base", task, base, "a")
+        _audit_like(store, "tuned", task, protocol_from_options(base, probes="sample,routes,mcts", budget=4), "b",
+                    ("sample", "routes", "mcts"))
+        routes2 = replace(base, probes=(base.probe("sample"), ProbeSpec("routes", budget=2)))
+        _audit_like(store, "tuned-k2", task, routes2, "b")
+        _audit_like(store, "tuned-short", task, protocol_from_options(base, max_new_tokens=32), "b")
+    return path
+
+
+def test_an_extra_probe_does_not_block_the_shared_ones(matched_store):
+    """Two runs that differ only by a probe one of them adds: different protocol hashes, yet matched on the
+    probes both have (the deployment and each shared probe's own settings agree), without --allow-unmatched."""
+    with Store(matched_store, readonly=True) as store:
+        a, b = T.run_info(store, 1), T.run_info(store, 2)
+    assert a["protocol_hash"] != b["protocol_hash"]
+    res = _json(matched_store, "1", "2", "--format", "json")
+    rows = {r["probe"]: r for r in json.loads(res.stdout)}
+    assert set(rows) == {"sample", "routes"} and all(r["matched"] is True for r in rows.values())
+    assert "WARNING" not in res.stderr and "probe(s) only in run 2, not compared: mcts" in res.stderr
+    assert rows["routes"]["reachable_a"] == pytest.approx(0.75) and rows["routes"]["reachable_b"] == pytest.approx(0.55)
+
+
+def test_a_probe_with_other_settings_is_left_out_and_named(matched_store):
+    """routes at K = 2 against K = 4: sample is compared, routes is not (a note names why); --list on routes
+    says so in one line; --allow-unmatched compares it, marked unmatched under a warning."""
+    res = _json(matched_store, "1", "3", "--format", "json")
+    rows = {r["probe"]: r for r in json.loads(res.stdout)}
+    assert set(rows) == {"sample"} and rows["sample"]["matched"] is True
+    assert "routes: not matched (budget 4 vs 2): not compared (--allow-unmatched to compare it anyway)" in res.stderr
+    out = _main("compare", "1", "3", "--store", str(matched_store), "--list", "routes:lost")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert "probe 'routes' is not matched in runs 1 and 3 (budget 4 vs 2)" in out.stderr
+    res = _json(matched_store, "1", "3", "--format", "json", "--allow-unmatched")
+    rows = {r["probe"]: r for r in json.loads(res.stdout)}
+    assert rows["sample"]["matched"] is True and rows["routes"]["matched"] is False
+    assert res.stderr.count("WARNING: UNMATCHED PROBES: routes (budget 4 vs 2)") == 1
+
+
+def test_another_max_tokens_is_refused(matched_store):
+    out = _main("compare", "1", "4", "--store", str(matched_store))
+    assert out.returncode == 2 and out.stdout == "" and out.stderr.count("\n") == 1
+    assert out.stderr == ("error: runs 1 and 4 have different default deployments (max_new_tokens 48 vs 32): not a "
+                          "matched comparison (--allow-unmatched to compare anyway)\n")
+
+
+def test_runs_and_protocol_show_the_match_keys(matched_store):
+    """`runs` and `protocol` show each run's per-probe keys: equal where two runs match on that probe."""
+    from reachtui.protocol import Protocol, protocol_from_options
+
+    base = protocol_from_options(Protocol(), probes="sample,routes", budget=4)
+    keys = base.match_keys()
+    out = _main("runs", "--store", str(matched_store), "--json")
+    runs = {r["id"]: r for r in json.loads(out.stdout)}
+    assert runs[1]["match_keys"] == keys
+    assert runs[2]["match_keys"]["sample"] == keys["sample"] and runs[2]["match_keys"]["routes"] == keys["routes"]
+    assert runs[3]["match_keys"]["routes"] != keys["routes"] and runs[3]["match_keys"]["sample"] == keys["sample"]
+    assert runs[4]["match_keys"]["realized"] != keys["realized"]
+    table = _main("runs", "--store", str(matched_store)).stdout
+    assert f"  run 1: realized {keys['realized'][:8]}, sample {keys['sample'][:8]}, routes {keys['routes'][:8]}" in table
+    toml = _main("protocol", "1", "--store", str(matched_store)).stdout
+    assert toml.splitlines()[1] == ("# match keys: " + ", ".join(f"{p} {k}" for p, k in keys.items()))
+
+
+def test_compare_takes_what_open_compare_takes(matched_store):
+    """Run ids, 'latest', and model names (the model's latest complete run), in `compare` and in
+    `open --compare` alike; a name with no complete run is one line naming the models there are."""
+    from reachtui.commands.open import compared_runs
+
+    by_name = _json(matched_store, "base", "tuned", "--format", "json").stdout
+    assert by_name == _json(matched_store, "1", "2", "--format", "json").stdout
+    assert compared_runs(matched_store, ("base", "tuned"), False) == (1, 2)
+    assert compared_runs(matched_store, ("1", "latest"), True) == (1, 4)
+    for cmd in (["compare", "base", "nobody"], ["open", "--compare", "base", "nobody"]):
+        out = _main(*cmd, "--store", str(matched_store))
+        assert out.returncode == 2 and out.stderr.count("\n") == 1
+        assert ("no run 'nobody': not a run id, 'latest', or a model with a complete run (models: base, tuned, "
+                "tuned-k2, tuned-short)") in out.stderr

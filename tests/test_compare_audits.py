@@ -115,7 +115,7 @@ def test_two_seeds_are_not_a_matched_pair(audits):
     path, a, _, c = audits
     out = subprocess.run([sys.executable, "-m", "reachtui", "compare", str(a), str(c), "--store", str(path)],
                          capture_output=True, text=True)
-    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "different protocols" in out.stderr
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "different default deployments (seed 3 vs 4)" in out.stderr
     out = subprocess.run([sys.executable, "-m", "reachtui", "compare", str(a), str(c), "--store", str(path),
                           "--allow-unmatched"], capture_output=True, text=True)
     assert out.returncode == 0 and "UNMATCHED PROTOCOLS" in out.stdout and "UNMATCHED PROTOCOLS" in out.stderr

@@ -325,7 +325,7 @@ def test_imported_runs_get_the_control_too(tmp_path):
 
 def test_retained_gets_no_interval_when_the_gap_may_be_zero(tmp_path):
     """retained = (blind - realized) / (reachable - realized): when the gap's interval holds 0 the ratio
-    is unbounded, so it gets no interval rather than a meaningless one."""
+    is unbounded, so it gets no interval rather than a meaningless one; with no gap it has no value."""
     golds = [str(10 + i) for i in range(20)]
     task = task_with_golds("ret", golds)
 
@@ -347,8 +347,12 @@ def test_retained_gets_no_interval_when_the_gap_may_be_zero(tmp_path):
         rows = {r["probe"]: r for r in T.summary_rows(store, narrow, intervals=True)}
         assert rows["routes"]["gap"] == pytest.approx(0.05) and rows["routes"]["gap_lo"] == 0.0
         assert math.isnan(rows["routes"]["retained_vote_lo"]) and math.isnan(rows["routes"]["retained_logprob_hi"])
-        # the gap may be 0: the ratio is unbounded, so no number at all (not a huge one) ...
-        assert math.isnan(rows["routes"]["retained_vote"]) and math.isnan(rows["routes"]["retained_logprob"])
-        # ... while the raw ratio, without intervals to judge it by, is still what the definition gives
+        # the gap is a gain (+5.0), so retained is what the definition gives, with or without intervals
+        assert rows["routes"]["retained_vote"] == rows["routes"]["retained_logprob"] == 0.0
         raw = {r["probe"]: r for r in T.summary_rows(store, narrow)}
         assert raw["routes"]["retained_vote"] == pytest.approx((0.0 - 0.0) / 0.05)
+        # no gap, no gain to retain: no number at all
+        none = add_run(store, "c", task, "h3", data(0))
+        rows = {r["probe"]: r for r in T.summary_rows(store, none, intervals=True)}
+        assert rows["routes"]["gap"] == 0.0 and math.isnan(rows["routes"]["retained_vote"])
+        assert math.isnan(rows["routes"]["retained_logprob"]) and math.isnan(rows["routes"]["retained_vote_lo"])

@@ -41,8 +41,15 @@ def tiny(arch: str):
     return loaded(arch)
 
 
-def runner(arch: str) -> Runner:
-    return Runner(tiny(arch))
+#: How decoding steps run (`Runner.step_mode`): the eager growing cache a CPU uses, and the full-capacity
+#: step a GPU captures as a CUDA graph, here run eagerly (plain models; others keep growing).
+MODES = ["growing", "full"]
+
+
+def runner(arch: str, mode: str = "growing") -> Runner:
+    r = Runner(tiny(arch))
+    r.step_mode = mode
+    return r
 
 
 def hf_greedy(lm, prompts, new=NEW, model=None):
@@ -149,8 +156,9 @@ def test_discover_unsupported():
 # ------------------------------------------------------------------------------------------ identity
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_identity_route_matches_generate(arch):
-    lm, r = tiny(arch), runner(arch)
+@pytest.mark.parametrize("mode", MODES)
+def test_identity_route_matches_generate(arch, mode):
+    lm, r = tiny(arch), runner(arch, mode)
     ref, ref_logits = hf_greedy(lm, PROMPTS)
     batched = r.generate(PROMPTS, decoding=Decoding(max_new_tokens=NEW))
     assert [g.token_ids for g in batched] == ref
@@ -176,8 +184,9 @@ ROUTES = [(0, 1, 1, 2, 3, 3), (1, 2, 1, 2, 3)]
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_repeated_layers_cached_equals_recompute(arch):
-    lm, r = tiny(arch), runner(arch)
+@pytest.mark.parametrize("mode", MODES)
+def test_repeated_layers_cached_equals_recompute(arch, mode):
+    lm, r = tiny(arch), runner(arch, mode)
     for route in ROUTES:
         gens = r.generate(PROMPTS, route=Route(route), decoding=Decoding(max_new_tokens=NEW))
         for p, g in zip(PROMPTS, gens):
@@ -195,10 +204,11 @@ SHARING = [((1, 2, 3), ()), ((0, 0, 1, 2, 3), ()), ((0, 1, 1, 2, 3), ()), ((0, 1
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_many_interventions_share_the_identity_prefill_exactly(arch):
+@pytest.mark.parametrize("mode", MODES)
+def test_many_interventions_share_the_identity_prefill_exactly(arch, mode):
     """generate_many over interventions that begin like the identity replays a recorded identity prefill for
     those positions: bit-identical tokens and log-probs to one generate call per intervention."""
-    r = runner(arch)
+    r = runner(arch, mode)
     prompts = PROMPTS + [PROMPTS[0]]          # a repeated prompt is prefilled once
     plans = [(Route(route), frozenset(sil)) for route, sil in SHARING]
     for dec in (Decoding(max_new_tokens=NEW), Decoding(max_new_tokens=NEW, temperature=1.0)):
@@ -227,11 +237,12 @@ MIXED = [((0, 1, 1, 2, 3), (), [4, 0]), ((1, 2, 3), (), [2]), ((0, 1, 2, 3), (1,
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_interventions_on_their_own_prompts_decode_as_one_batch(arch, monkeypatch):
+@pytest.mark.parametrize("mode", MODES)
+def test_interventions_on_their_own_prompts_decode_as_one_batch(arch, monkeypatch, mode):
     """generate_many with rows (each intervention on its own prompts, in any order): the tokens of one
     generate call per intervention; greedy and sampled; on a plain model one forward per decoding step for
     all of them, and the same numbers when the call is repeated."""
-    r = runner(arch)
+    r = runner(arch, mode)
     plans = [(Route(route), frozenset(sil)) for route, sil, _ in MIXED]
     rows = [rs for _, _, rs in MIXED]
     for dec in (Decoding(max_new_tokens=NEW), Decoding(max_new_tokens=NEW, temperature=1.0)):
@@ -440,8 +451,9 @@ def zeroed_copy(model, arch, layer):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_silencing_equals_zeroed_output_projection(arch):
-    lm, r = tiny(arch), runner(arch)
+@pytest.mark.parametrize("mode", MODES)
+def test_silencing_equals_zeroed_output_projection(arch, mode):
+    lm, r = tiny(arch), runner(arch, mode)
     layer = 1
     zm = zeroed_copy(lm.model, lm.arch, layer)
     ids = lm.tokenizer(PROMPTS[2], return_tensors="pt").input_ids
@@ -498,8 +510,9 @@ def test_model_restored_after_calls_and_failures(monkeypatch):
 
 # ------------------------------------------------------------------------------------------ decoding
 
-def test_sampling_is_seeded_per_prompt():
-    r = runner("llama")
+@pytest.mark.parametrize("mode", MODES)
+def test_sampling_is_seeded_per_prompt(mode):
+    r = runner("llama", mode)
     dec = Decoding(max_new_tokens=NEW, temperature=1.0, top_p=0.9)
     together = r.generate(PROMPTS, decoding=dec, seeds=[11, 12, 13], batch_size=3)
     alone = [r.generate([p], decoding=dec, seeds=[s])[0] for p, s in zip(PROMPTS, [11, 12, 13])]
@@ -512,8 +525,9 @@ def test_sampling_is_seeded_per_prompt():
         assert g.mean_logprob < 0 and g.new_tokens == len(g.token_ids)
 
 
-def test_stop_strings_eos_and_compute():
-    lm, r = tiny("qwen2"), runner("qwen2")
+@pytest.mark.parametrize("mode", MODES)
+def test_stop_strings_eos_and_compute(mode):
+    lm, r = tiny("qwen2"), runner("qwen2", mode)
     free = r.generate(PROMPTS, decoding=Decoding(max_new_tokens=12))
     # pick, per row, a character that the free run produces, and stop there
     texts = [g.text for g in free]
@@ -537,11 +551,12 @@ def test_stop_strings_eos_and_compute():
 
 
 @pytest.mark.parametrize("arch", ["gemma2", "gpt2"])
-def test_finished_rows_leave_the_batch_exactly(arch, monkeypatch):
+@pytest.mark.parametrize("mode", MODES)
+def test_finished_rows_leave_the_batch_exactly(arch, monkeypatch, mode):
     """Rows that stop early are dropped from the batch (and the cache) once they are a quarter of it;
     the others go on unchanged, greedy and sampled (each row keeps its own generator, and finished rows
     still in the batch draw nothing from anyone's)."""
-    r = runner(arch)
+    r = runner(arch, mode)
     prompts = PROMPTS + ["1+1=", "abc", "Question: 7*8?"]
     for dec in (Decoding(max_new_tokens=12), Decoding(max_new_tokens=12, temperature=1.0)):
         free = r.generate(prompts, decoding=dec, seeds=list(range(len(prompts))), route=Route((0, 1, 1, 2, 3)))
@@ -649,7 +664,8 @@ def test_a_rendered_chat_prompt_gets_no_second_bos():
 
 def test_batch_size_suggestion_from_free_memory(monkeypatch):
     """CPU: 64. GPU: as many prompts as 80% of the free memory holds after the prefill's room, from the
-    KV bytes a token takes at one position (measured) x (longest prompt + new tokens) x route length."""
+    KV bytes a token takes at one position (measured) x (longest prompt + new tokens) x route length; no
+    fixed cap (a GPU that holds thousands of rows decodes them in one batch)."""
     r = runner("llama")
     assert r.suggest_batch_size(PROMPTS, 8, 4) == (64, "cpu")
     kv = r._kv_bytes_per_token()
@@ -662,8 +678,69 @@ def test_batch_size_suggestion_from_free_memory(monkeypatch):
     reserve = r.prefill_tokens * (4 * 32 + 3 * r.arch.config.intermediate_size) * 4 + r.share_bytes
     longest = max(len(r.encode(p)) for p in PROMPTS) + 8
     per_row = longest * 6 * kv + 3 * 4 * r.model.config.vocab_size
-    for free, want in ((reserve / 0.8 + 10.5 * per_row / 0.8, 10), (reserve / 0.8, 1), (10 * reserve, 512)):
+    big = 10 * reserve                            # no fixed cap: what the memory holds
+    for free, want in ((reserve / 0.8 + 10.5 * per_row / 0.8, 10), (reserve / 0.8, 1),
+                       (big, int((0.8 * big - reserve) // per_row))):
         monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device, f=free: (int(f), int(4 * f)))
         size, why = r.suggest_batch_size(PROMPTS, 8, 6)
         assert size == want, (free, size, why)
     assert "GiB free" in why and f"{longest} tokens x 6 layers" in why
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3_moe", "gpt2"])
+def test_interventions_over_the_same_prompts_pack_into_one_batch(arch, monkeypatch):
+    """On a GPU (`packing`), generate_many decodes as many interventions as the memory holds as one mixed
+    batch (here: two per batch): the tokens of one call per intervention, log-probs within float error;
+    an out-of-memory error in a pack splits it in two and remembers the smaller size."""
+    r = runner(arch, "full")
+    r.packing = True
+    prompts = PROMPTS + ["1+1=", "abc"]
+    plans = [(Route(route), frozenset(sil)) for route, sil in SHARING]
+    monkeypatch.setattr(r, "_rows_that_fit", lambda tokens, positions: (2 * len(prompts), "test"))
+    packs = []
+    real = Runner._decode_pack
+    monkeypatch.setattr(r, "_decode_pack", lambda ids, pl, *a: (packs.append(len(pl)), real(r, ids, pl, *a))[1])
+    greedy = None
+    for dec in (Decoding(max_new_tokens=NEW), Decoding(max_new_tokens=NEW, temperature=1.0)):
+        seeds = [[10 * i + j for j in range(len(prompts))] for i in range(len(plans))]
+        done = []
+        many = r.generate_many(prompts, plans, decoding=dec, seeds=seeds, on_done=lambda i, g: done.append(i))
+        greedy = greedy or many
+        assert packs == [2, 2, 2, 1] and sorted(done) == list(range(len(plans)))
+        packs.clear()
+        r.packing = False
+        for (route, sil), got, row_seeds in zip(plans, many, seeds):
+            want = r.generate(prompts, route=route, silenced=sil, decoding=dec, seeds=row_seeds)
+            assert [g.token_ids for g in got] == [g.token_ids for g in want], (arch, route, sil)
+            assert [g.layers_executed for g in got] == [len(route)] * len(prompts)
+            assert [g.mean_logprob for g in got] == pytest.approx([g.mean_logprob for g in want], abs=1e-5)
+        r.packing = True
+
+    def small_memory(ids, pl, *a):
+        packs.append(len(pl))
+        if len(pl) > 1:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(r, ids, pl, *a)
+
+    monkeypatch.setattr(r, "_decode_pack", small_memory)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    gens = r.generate_many(prompts, plans[:4], decoding=Decoding(max_new_tokens=NEW),
+                           seeds=[[10 * i + j for j in range(len(prompts))] for i in range(4)])
+    assert packs == [2, 1, 1, 2, 1, 1] and r.max_pack_rows == len(prompts)
+    assert [[g.token_ids for g in x] for x in gens] == [[g.token_ids for g in x] for x in greedy[:4]]
+
+
+def test_one_token_attention_ways_agree():
+    """The ways a one-token step can attend (`routing.choose_decode_attention` keeps the fastest on a GPU):
+    torch's SDPA on packed query heads and two batched matrix products give the same output."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(s, generator=g) for s in ((5, 2, 3, 8), (5, 2, 11, 8), (5, 2, 11, 8)))
+    mask = torch.ones((5, 1, 1, 11), dtype=torch.bool)
+    mask[:, :, :, :4] = torch.rand((5, 1, 1, 4), generator=g) > 0.5
+    want = routing._attend(q, k, v, mask, None, None)
+    for backend in ("bmm", "math"):
+        torch.testing.assert_close(routing._attend(q, k, v, mask, None, backend), want, atol=1e-5, rtol=1e-5)
+    # and the same as attending with every query head over its own expanded copy of the key/value heads
+    full = torch.nn.functional.scaled_dot_product_attention(q.reshape(5, 6, 1, 8), k.repeat_interleave(3, 1),
+                                                            v.repeat_interleave(3, 1), attn_mask=mask)
+    torch.testing.assert_close(want.reshape(5, 6, 1, 8), full, atol=1e-5, rtol=1e-5)

@@ -1,5 +1,5 @@
 """Tables that only say what they know, each checked on a small store: no log-prob selection without
-log-probs, no reachability in a realized-only run, no number for an unbounded retained ratio, one minus sign
+log-probs, no reachability in a realized-only run, no interval for an unbounded retained ratio, one minus sign
 in LaTeX (and its table environment), the MLP scan's two best blocks said and chosen as the note says."""
 
 from __future__ import annotations
@@ -61,16 +61,22 @@ def test_a_realized_only_run_shows_no_reachability(tmp_path):
         assert all("reachable" not in line and "excess" not in line for line in T.closing_lines(store, only))
 
 
-def test_an_unbounded_retained_ratio_is_blank_everywhere(tmp_path):
+def test_an_unbounded_retained_ratio_has_no_interval_anywhere(tmp_path):
+    """A positive gap whose interval holds 0: retained is said (the gap is a gain), its interval is not (the
+    replicates' ratio is unbounded), and the notes say why."""
     path, _no_lp, _only, narrow = _runs(tmp_path)
     with Store(path, readonly=True) as store:
-        (row,) = T.summary_table(store, [narrow]).dicts()
-        closing, _lines = T.closing(store, narrow)
+        table = T.summary_table(store, [narrow])
+        closing, lines = T.closing(store, narrow)
+    (row,) = table.dicts()
     assert row["gap"] == pytest.approx(0.05) and row["gap_lo"] <= 0 <= row["gap_hi"]
-    assert all(math.isnan(row[k]) for k in ("retained", "retained_lo", "retained_hi", "retained_logprob"))
+    assert row["retained"] == 0.0 and row["retained_logprob"] == 0.0     # both picks miss the one hit
+    assert all(math.isnan(row[k]) for k in ("retained_lo", "retained_hi", "retained_logprob_lo",
+                                            "retained_logprob_hi"))
+    why = "routes: retained has no interval because the gap's interval holds 0 (the ratio is unbounded)"
+    assert why in table.notes and why in closing.notes and why in lines
     (routes,) = [r for r in closing.dicts() if r["probe"] == "routes"]
-    assert [k for k in routes if k.startswith("retained")] and \
-        all(math.isnan(v) for k, v in routes.items() if k.startswith("retained"))
+    assert routes["retained"] == 0.0
 
 
 def test_latex_writes_one_minus_sign_and_a_table_environment(tmp_path):

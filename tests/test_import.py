@@ -338,3 +338,27 @@ def test_an_import_stores_the_tables_pass_over_its_attempts(tmp_path, task_file)
         store.conn.execute("DELETE FROM outcome_runs")
         store.conn.commit()
         assert build_table(store, "questions", [run_id]).rows == stored
+
+
+def test_examples_copies_the_bundled_files_and_never_overwrites_another(tmp_path):
+    """`reachtui examples DIR` copies assets/examples/ (what the README's imports read); again, it changes
+    nothing; a different file of the same name stops it before it copies anything."""
+    from reachtui.assets import EXAMPLES_DIR
+
+    names = sorted(f.name for f in EXAMPLES_DIR.glob("*.*"))
+    assert names == ["base.jsonl", "broken.jsonl", "demo_inspect.eval", "samples_demo.jsonl", "tuned.jsonl"]
+    out = subprocess.run([sys.executable, "-m", "reachtui", "examples", str(tmp_path)], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout == f"copied {', '.join(names)} to {tmp_path}\n"
+    assert all((tmp_path / n).read_bytes() == (EXAMPLES_DIR / n).read_bytes() for n in names)
+    again = subprocess.run([sys.executable, "-m", "reachtui", "examples", str(tmp_path)], capture_output=True, text=True)
+    assert again.returncode == 0
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "tuned.jsonl").write_text("mine\n")
+    out = subprocess.run([sys.executable, "-m", "reachtui", "examples", str(other)], capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr == (f"error: {other / 'tuned.jsonl'} exists and is not reachtui's "
+                                                  f"example: nothing copied (give another DIR)\n")
+    assert sorted(p.name for p in other.iterdir()) == ["tuned.jsonl"]
+    out = subprocess.run([sys.executable, "-m", "reachtui", "examples", str(tmp_path / "nope")], capture_output=True,
+                         text=True)
+    assert out.returncode == 2 and out.stderr == f"error: {tmp_path / 'nope'}: no such folder\n"

@@ -183,7 +183,7 @@ def _run(args):
 
 def test_generate_json(tiny_dirs):
     path = str(tiny_dirs["good"])
-    code, out, err = _run(["generate", path, "12+7=", "--json", "--max-new-tokens", "6", "--device", "cpu"])
+    code, out, err = _run(["generate", path, "12+7=", "--json", "--max-new-tokens", "6", "--device", "cpu", "--raw"])
     assert code == 0, err
     obj = json.loads(out)
     for key in ("text", "answer", "route", "silenced", "layers_executed", "new_tokens", "mean_logprob", "compute"):
@@ -191,10 +191,36 @@ def test_generate_json(tiny_dirs):
     assert obj["route"] == "0-3" and obj["silenced"] == [] and obj["layers_executed"] == 4
     assert 1 <= obj["new_tokens"] <= 6
     code, out2, _ = _run(["generate", path, "12+7=", "--json", "--max-new-tokens", "6", "--route", "0,1,1,3",
-                          "--silence", "2", "--temperature", "0.8", "--seed", "3", "--device", "cpu"])
+                          "--silence", "2", "--temperature", "0.8", "--seed", "3", "--device", "cpu", "--raw"])
     obj2 = json.loads(out2)
     assert obj2["route"] == "0-1,1,3" and obj2["silenced"] == [2] and obj2["layers_executed"] == 4
     assert obj2["compute"] == 4 * (len("12+7=") + obj2["new_tokens"])  # char tokenizer, no BOS added
+
+
+def test_generate_renders_the_protocol_s_prompt_as_the_app_does(tiny_dirs, tmp_path):
+    """Without --raw, PROMPT is a question in the protocol's prompt, decoded as the app's live run decodes it
+    (`reachtui.engine.live.live_run`: the protocol's stop strings, max new tokens, decoding and seed)."""
+    from reachtui.engine.live import live_run
+    from reachtui.model.load import load_model
+    from reachtui.model.run import Runner
+    from reachtui.protocol import Protocol, protocol_to_toml
+
+    path = str(tiny_dirs["good"])
+    code, out, err = _run(["generate", path, "What is 3*4?", "--json", "--device", "cpu"])
+    assert code == 0, err
+    obj = json.loads(out)
+    assert obj["prompt"] == "Question: What is 3*4?\nAnswer:"
+    runner = Runner(load_model(path, device="cpu"))
+    live = live_run(runner, Protocol(), {"question": "What is 3*4?", "gold": "12"}, route=None)
+    assert (obj["text"], obj["new_tokens"]) == (live.text, live.new_tokens)
+    proto = Protocol(template="Q: {question}\nA:", max_new_tokens=5, stop=("4",))
+    (tmp_path / "p.toml").write_text(protocol_to_toml(proto))
+    code, out, err = _run(["generate", path, "What is 3*4?", "--json", "--device", "cpu", "--protocol",
+                           str(tmp_path / "p.toml")])
+    obj = json.loads(out)
+    live = live_run(runner, proto, {"question": "What is 3*4?", "gold": "12"}, route=None)
+    assert obj["prompt"] == "Q: What is 3*4?\nA:" and (obj["text"], obj["new_tokens"]) == (live.text, live.new_tokens)
+    assert obj["new_tokens"] <= 5
 
 
 def test_generate_plain_matches_runner(tiny_dirs):
@@ -204,7 +230,7 @@ def test_generate_plain_matches_runner(tiny_dirs):
 
     path = str(tiny_dirs["good"])
     code, out, err = _run(["generate", path, "What is 3*4?", "--max-new-tokens", "5", "--route", "0-1,1-3",
-                           "--device", "cpu"])
+                           "--device", "cpu", "--raw"])
     assert code == 0, err
     lines = out.split("\n")
     assert lines[-2].startswith("answer: ")

@@ -1,5 +1,5 @@
 """reachtui installs as a package: pyproject lists every package of reachtui/, and a built wheel carries
-the demo model and task (as reachtui.bundled) and the app's stylesheet, and stays small. (`.ci/run` also
+the demo model, task and import examples (as reachtui.bundled) and the app's stylesheet, and stays small. (`.ci/run` also
 installs the wheel in a fresh venv and runs a demo audit from another folder.)"""
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ def test_the_wheel_carries_the_demo(tmp_path):
                  "reachtui/bundled/models/demo/config.json", "reachtui/bundled/tasks/demo.jsonl",
                  "reachtui/bundled/models/demo-tuned/model.safetensors",
                  "reachtui/bundled/models/demo-tuned/README.md",
+                 "reachtui/bundled/examples/base.jsonl", "reachtui/bundled/examples/samples_demo.jsonl",
+                 "reachtui/bundled/examples/demo_inspect.eval", "reachtui/bundled/examples/broken.jsonl",
                  "reachtui/tui/app.tcss", "reachtui/cli.py"):
         assert need in names, need
     assert not any(n.startswith(("tests/", "store/")) or n.endswith(".svg") for n in names)

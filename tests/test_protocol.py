@@ -274,3 +274,40 @@ def test_chat_errors_are_one_line():
         Protocol(chat=True).render_prompt("q", _tokenizer(None))
     with pytest.raises(ReachError, match="System role not supported"):
         Protocol(chat=True, system="s").render_prompt("q", _tokenizer(NO_SYSTEM_TEMPLATE))
+
+
+def test_match_keys_are_per_probe():
+    """A probe's key covers the deployment and its own settings only: adding a probe, or changing another
+    probe, the route sampler for a probe that draws no routes, or the chance control, leaves it as it is;
+    the sampler version counts only where something samples."""
+    from dataclasses import replace
+
+    from reachtui.protocol import ControlParams, ProbeSpec, Protocol, RouteSamplerParams, match_differences
+
+    base = Protocol(probes=(ProbeSpec("sample", budget=4), ProbeSpec("routes", budget=4)))
+    keys = base.match_keys()
+    assert set(keys) == {"realized", "sample", "routes"} and all(len(k) == 12 for k in keys.values())
+    more = replace(base, probes=base.probes + (ProbeSpec("mcts", budget=4),))
+    assert more.hash() != base.hash() and {p: more.match_keys()[p] for p in keys} == keys
+    other_routes = replace(base, probes=(ProbeSpec("sample", budget=4), ProbeSpec("routes", budget=8)))
+    assert other_routes.match_keys()["sample"] == keys["sample"]
+    assert other_routes.match_keys()["routes"] != keys["routes"]
+    assert match_differences(base, other_routes, "routes") == ["budget 4 vs 8"]
+    sampler = replace(base, route_sampler=RouteSamplerParams(max_block=3))
+    assert sampler.match_keys()["sample"] == keys["sample"] and sampler.match_keys()["routes"] != keys["routes"]
+    assert match_differences(base, sampler, "routes") == ["route_sampler.max_block 4 vs 3"]
+    control = replace(base, control=ControlParams(seed=7))
+    assert control.hash() != base.hash() and control.match_keys() == keys
+    # sampler 1 vs 2: the sample probe samples, greedy routes and the greedy default do not
+    old = replace(base, sampler=1)
+    assert old.match_keys()["sample"] != keys["sample"]
+    assert old.match_keys()["routes"] == keys["routes"] and old.match_keys()["realized"] == keys["realized"]
+    hot = replace(base, temperature=0.7)
+    assert replace(hot, sampler=1).match_keys()["realized"] != hot.match_keys()["realized"]
+    assert match_differences(hot, replace(hot, sampler=1)) == ["sampler 2 vs 1"]
+    for field, value in (("template", "Q: {question}\nA:"), ("max_new_tokens", 32), ("stop", ("\n\n",)),
+                         ("seed", 1), ("answer_format", "math"), ("system", "Be brief."), ("chat", True),
+                         ("fewshot", (("1+1?", "2"),)), ("top_p", 0.9)):
+        changed = replace(base, **{field: value})
+        assert all(changed.match_keys()[p] != keys[p] for p in keys), field
+        assert match_differences(base, changed)[0].startswith(field), field

@@ -68,7 +68,7 @@ def plain(tmp_path_factory):
     r = _audit(store)
     assert r.exit_code == 0, r.output
     contents = _contents(store)
-    assert len(contents[0]) == 100 and contents[3] == [("complete",)] and contents[2]
+    assert len(contents[0]) == 92 and contents[3] == [("complete",)] and contents[2]
     return contents
 
 

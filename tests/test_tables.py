@@ -369,7 +369,7 @@ def _main(*args):
 @pytest.mark.parametrize("args, message", [
     (["export", "nope"], "unknown table 'nope'"),
     (["export", "summary", "--run", "99"], "no run 99"),
-    (["export", "summary", "--run", "x"], "run must be a run id"),
+    (["export", "summary", "--run", "x"], "no run 'x': not a run id, 'latest', or a model with a complete run"),
     (["export", "summary", "--columns", "probe,nope"], "unknown column 'nope'"),
     (["export", "summary", "--where", "nope = 1"], "bad --where"),
     (["export", "summary", "--where", "1); DROP TABLE runs; --"], "bad --where"),

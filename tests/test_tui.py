@@ -245,7 +245,14 @@ async def test_live_run_and_apply_with_a_runner(stored, tmp_path):
         assert (a["repaired"], a["failure_n"]) == (len(ids["failure:routes"]), len(ids["failure:routes"]))
         assert (a["broken"], a["realized_n"]) == (0, len(ids["realized"]))
         eid = a["exploration_id"]
+        calls = app.runner.calls
+        await pilot.press("A")        # the same intervention again: the stored exploration re-opens, nothing runs
+        await settle(app, pilot)
+        assert app.runner.calls == calls and app.last_apply["exploration_id"] == eid
+        assert any(f"already applied: exploration #{eid} re-opened" in n.message for n in app._notifications)
+        assert app.filter.kind == "changed" and shown(app) == ids["failure:routes"]
     with Store(path, readonly=True) as s:
+        assert [e["id"] for e in s.explorations(run_id) if e["silenced"] == "2"] == [eid]
         e = s.get_exploration(eid)
         assert (e["status"], e["silenced"], e["route"], e["repaired"], e["broken"]) == (
             "complete", "2", None, len(ids["failure:routes"]), 0)
@@ -289,6 +296,20 @@ async def test_export_writes_the_filtered_table(stored, tmp_path):
     rows = list(csv.DictReader(out.open()))
     assert [r["question_id"] for r in rows] == ids["failure:sample"]
     assert all(r["realized"] == "0" and r["reachable_sample"] == "1" for r in rows)
+
+
+def test_the_app_exports_into_a_git_ignored_folder():
+    """By default the app writes exports beside the store, in exports/: for the default store that is
+    store/exports/, which git ignores (nothing the app writes shows up as a change to commit)."""
+    import shutil
+
+    root = Path(__file__).resolve().parents[1]
+    app = ReachApp(root / "store" / "reachtui.sqlite")
+    assert app.export_dir == root / "store" / "exports"
+    if shutil.which("git") is None or not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    out = subprocess.run(["git", "check-ignore", "-q", "store/exports/run1-questions.csv"], cwd=root)
+    assert out.returncode == 0
 
 
 async def test_palette_has_namespaced_commands(stored):
@@ -342,6 +363,50 @@ async def test_live_audit_fills_the_table(tmp_path):
         seen.append(len([r for r in app.table.rows if r.realized is not None]))
         assert app.run_info is not None and len(app.table.rows) == 30
     assert seen == [15]
+
+
+async def test_a_running_audit_says_its_numbers_are_so_far(tmp_path):
+    """While the audit runs, start-up says one thing (the model loads for the audit), and then each figure
+    not final yet says "so far (n of N questions)": realized as many as the progress bar shows, a probe
+    counting only the questions with all K of its attempts in (one question has 3 of 4); no gap until final."""
+    from textual.widgets import Static
+
+    from reachtui.engine.progress import Progress
+    from reachtui.tui.app import Launch
+    from reachtui.tui.widgets.panes import RunHeader
+
+    path = tmp_path / "live.sqlite"
+    started, go_on = threading.Event(), threading.Event()
+
+    def job(get_runner, on_event, cancel):
+        started.set()
+        go_on.wait(30)
+        run_id = build_store(path, n=30, k=4, progress=0.5)
+        with Store(path) as s:
+            s.conn.execute("DELETE FROM attempts WHERE run_id = ? AND probe = 'sample' AND attempt = 3 AND "
+                           "question_id = (SELECT min(question_id) FROM attempts WHERE run_id = ?)", (run_id, run_id))
+            s.conn.commit()
+        on_event(Progress(run_id, "realized", 15, 30))
+        return run_id
+
+    app = ReachApp(path, launch=Launch(model="synthetic", audit_job=job))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, started.is_set)
+        header = app.main.query_one(RunHeader)
+        title = str(header.query_one("#run-title", Static).render())
+        assert "model loading for the audit" in title and "loads on the first live run" not in title
+        assert str(header.query_one("#progress-label", Static).render()) == "audit: loading the model …"
+        go_on.set()
+        await until(pilot, lambda: "so far" in str(header.query_one("#run-counters", Static).render()))
+        await until(pilot, lambda: "15/30" in str(header.query_one("#progress-label", Static).render()))
+        counters = str(header.query_one("#run-counters", Static).render())
+        realized = sum(1 for r in app.all_rows if r.realized)
+        assert f"realized {realized} of 15 so far (15 of 30 questions)" in counters
+        assert re.search(r"sample \d+ reached so far \(14 of 30 questions\)", counters)
+        assert re.search(r"routes \d+ reached so far \(15 of 30 questions\)", counters)
+        assert "gap" not in counters and "%" not in counters
+        assert str(header.query_one("#progress-label", Static).render()) == "audit: realized 15/30"
+        await settle(app, pilot)
 
 
 def test_browsing_a_store_never_imports_torch(stored):
@@ -482,20 +547,20 @@ async def test_intervals_on_demand_in_the_header(stored):
     export), `i` again hides it; the reach chart carries each probe's control@k curve."""
     from textual.widgets import Static
 
-    from reachtui.tables import summary_lines, summary_rows
+    from reachtui.tables import header_lines, summary_rows, summary_table
     from reachtui.tui.screens.charts import chart_data
     from reachtui.tui.widgets.panes import RunHeader
 
     path, run_id = stored
     with Store(path, readonly=True) as store:
-        expected = summary_lines(summary_rows(store, run_id, intervals=True), short=True)
+        expected = header_lines(summary_table(store, [run_id]))
         rows = {r["probe"]: r for r in summary_rows(store, run_id, intervals=True)}
     assert expected
     app = ReachApp(path)
     async with app.run_test(size=SIZE) as pilot:
         header = app.main.query_one(RunHeader)
         await pilot.press("i")
-        await until(pilot, lambda: "95% CI" in str(header.query_one("#run-intervals", Static).render()))
+        await until(pilot, lambda: "95% intervals" in str(header.query_one("#run-intervals", Static).render()))
         shown = str(header.query_one("#run-intervals", Static).render())
         for line in expected:
             assert line in shown
@@ -532,6 +597,37 @@ async def test_first_hit_reads_the_same_in_the_table_the_detail_and_the_export(s
         await until(pilot, lambda: qid in str(app.main.query_one("#detail-title").render()))
         titles = [c.title for c in app.main.query("#detail-hits Collapsible") if c.display]
         assert titles[0].startswith(f"sample #{k} ")
+
+
+async def test_a_probe_column_shows_the_probe_s_own_hits_as_the_header_counts_them(stored):
+    """Each probe column draws the probe's own outcome (as reachable counts it): ● reached and realized, ◆
+    reached and not realized, ○ not reached (also where the default output is right). So its ● and ◆ are
+    as many as the header's reachable % says, and a realized question the probe missed shows ○."""
+    from textual.widgets import Static
+
+    from reachtui import tables
+    from reachtui.tui.state import cell_status
+    from reachtui.tui.widgets.question_table import GLYPHS, probe_cell
+
+    path, run_id = stored
+    with Store(path, readonly=True) as s:
+        reachable = {r["probe"]: r["reachable"] for r in tables.summary_table(s, [run_id]).dicts()}
+        q = {r["question_id"]: r for r in tables.questions_table(s, [run_id]).dicts()}
+    app = ReachApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        probes, rows = app.run_info.probes, app.all_rows
+        counters = str(app.main.query_one("#run-counters", Static).render())
+        for i, p in enumerate(probes):
+            glyphs = [probe_cell(cell_status(r, i), r.first_hit[i]).split()[0] for r in rows]
+            assert glyphs.count("●") + glyphs.count("◆") == round(reachable[p] * len(rows))
+            assert f"{p} {100 * reachable[p]:.1f}%" in counters
+            for r, g in zip(rows, glyphs):
+                want = ("●" if q[r.qid]["realized"] else "◆") if q[r.qid][f"reachable_{p}"] else "○"
+                assert g == want, (p, r.qid)
+        missed = [(r.qid, p) for r in rows for i, p in enumerate(probes) if r.realized and r.reach[i] is False]
+        assert missed                        # the store has realized questions a probe misses: drawn ○
+        assert set(GLYPHS.values()) == {"●", "◆", "○", "…"}
 
 
 async def test_help_shows_binding_ids_and_a_clashing_keymap_is_refused(stored, tmp_path):

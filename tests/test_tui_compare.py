@@ -13,7 +13,7 @@ from reachtui import tables as T
 from reachtui.store import Store
 from reachtui.tables.formats import percent
 from reachtui.tui.app import ReachApp
-from test_compare import store_path  # noqa: F401  (the fixture: runs 1 and 2 matched, 3 another protocol)
+from test_compare import matched_store, store_path  # noqa: F401  (fixtures: matched and unmatched runs)
 from test_tui import screen_lines, until
 
 SIZE = (150, 42)
@@ -60,7 +60,39 @@ def test_open_compare_refuses_unmatched_protocols(store_path):
     out = subprocess.run([sys.executable, "-m", "reachtui", "open", "--store", str(store_path), "--compare", "1",
                           "3"], capture_output=True, text=True)
     assert out.returncode == 2 and out.stderr.count("\n") == 1
-    assert "different protocols (proto1 vs proto2)" in out.stderr and "--allow-unmatched" in out.stderr
+    assert "different default deployments (max_new_tokens 48 vs 32)" in out.stderr
+    assert "--allow-unmatched" in out.stderr
     out = subprocess.run([sys.executable, "-m", "reachtui", "open", "--store", str(store_path), "--compare",
                           "nobody", "2"], capture_output=True, text=True)
-    assert out.returncode == 2 and "no complete run of a model called 'nobody'" in out.stderr
+    assert out.returncode == 2 and "no run 'nobody': not a run id, 'latest', or a model" in out.stderr
+
+
+async def test_the_comparison_view_names_the_probes_it_leaves_out(matched_store):
+    """Runs matched on sample, not on routes (K = 2 against 4): the view compares sample and says why routes
+    is left out, as `reachtui compare` does."""
+    from reachtui.commands.open import compared_runs
+
+    ids = compared_runs(matched_store, ("base", "tuned-k2"), False)
+    app = ReachApp(matched_store, compare=ids)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.screen.comparison.probes == ["sample"]
+        header = " ".join(" ".join(screen_lines(app)[:6]).split())
+        assert "sample: realized" in header
+        assert "routes: not matched (budget 4 vs 2): not compared" in header
+
+
+async def test_the_comparison_view_stacks_at_80x24(store_path):
+    """At 80×24 the detail (both runs' outputs) goes under the table, as on the main screen: the table, the
+    question's runs A and B and the footer all show."""
+    app = ReachApp(store_path, compare=(1, 2))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("j")
+        qid = app.screen.table.current_qid
+        await until(pilot, lambda: qid in "\n".join(screen_lines(app)))
+        assert app.screen.has_class("-narrow")
+        screen = "\n".join(screen_lines(app))
+        assert "run A (1 base)" in screen and "run B (2 trained)" in screen
+        assert sum(1 for line in screen_lines(app) if line.startswith("q0")) >= 4    # table rows still show
+        right, left = app.screen.query_one("#right").region, app.screen.query_one("#left").region
+        assert right.y >= left.bottom and right.width >= 78

@@ -1,7 +1,7 @@
 """The app on the real demo model: a small audit with the MLP scan, then
 
 - a live edit (silenced MLP, typed route) on a failure-set question shows exactly what
-  `reachtui generate demo QUESTION --template --silence L / --route R --json` prints;
+  `reachtui generate demo QUESTION --silence L / --route R --json` prints;
 - applying "silence MLP L" to the failure set gives the MLP scan's repaired/broken counts for L;
 - `reachtui open demo` without a finished run starts the audit in a worker and the table fills.
 
@@ -82,7 +82,7 @@ async def _settle(app, pilot, delay: float = 0.0) -> None:
 def _generate(question: str, *args: str) -> dict:
     from reachtui.cli import cli
 
-    out = CliRunner().invoke(cli, ["generate", MODEL, question, "--template", "--json", *args])
+    out = CliRunner().invoke(cli, ["generate", MODEL, question, "--json", *args])
     assert out.exit_code == 0, out.output
     return json.loads(out.output.strip().splitlines()[-1])
 

@@ -22,7 +22,8 @@ from reachtui.errors import ReachError
                    "ndjson: one wide row per probe.")
 @click.option("-o", "--output", default=None, metavar="FILE", help="Write to FILE (atomically) instead of stdout.")
 @click.option("--allow-unmatched", is_flag=True,
-              help="Compare runs whose protocol hashes differ (a loud warning; every table is marked).")
+              help="Compare what is not matched too: other default deployments, or a probe with other settings "
+                   "(a loud warning; every table is marked).")
 @click.option("--list", "list_spec", default=None, metavar="TRANSITION",
               help="Print the question ids of one transition cell: MEASURE:CELL with MEASURE realized, "
                    "reachable (each probe) or a probe name, CELL gained, lost, kept or never (for reach also "
@@ -31,13 +32,18 @@ from reachtui.errors import ReachError
 @bootstrap_options
 def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec, keep_formulas, bootstrap,
             bootstrap_seed) -> None:
-    """Compare RUN_B against RUN_A (ids, or 'latest'): per probe realized and reachable in each, their
-    deltas (B - A) with 95% paired-bootstrap intervals, the question-level transitions (gained, lost,
-    kept, never; for reach: expanded, shrunk, preserved, out-of-reach) and exact McNemar p-values. Runs must share a protocol hash; they are compared on the
-    questions both have.
+    """Compare RUN_B against RUN_A (run ids, 'latest', or model names: the model's latest complete run):
+    per probe realized and reachable in each, their deltas (B - A) with 95% paired-bootstrap intervals, the
+    question-level transitions (gained, lost, kept, never; for reach: expanded, shrunk, preserved,
+    out-of-reach) and exact McNemar p-values, on the questions both runs have.
+
+    Matched per probe: realized when the runs' default deployments agree (template, chat, system, few-shot,
+    stop, max tokens, answer format, default decoding, seed, sampler), a probe when its own settings agree
+    too; probes in one run only, or with other settings, are named and left out (--allow-unmatched
+    compares them, marked).
 
     \b
-      reachtui compare 1 2
+      reachtui compare demo demo-tuned
       reachtui compare 1 2 --list reachable:lost
       reachtui compare 1 2 --format latex -o compare.tex
     """

@@ -66,9 +66,8 @@ def emit(tables, fmt: str, output: str | None, store: Path | None = None, **styl
     tables = list(tables)
     if output:       # the file first: a write that fails is then the only line
         write_output(output, render_many(tables, fmt, **style), store)
-    for t in tables:
-        for w in dict.fromkeys(t.warnings):
-            click.secho(f"WARNING: {w}", err=True, fg="red", bold=True)
+    for w in dict.fromkeys(w for t in tables for w in t.warnings):     # one line each, however many tables carry it
+        click.secho(f"WARNING: {w}", err=True, fg="red", bold=True)
     if fmt in DATA_FORMATS or output:
         for t in tables:
             for n in t.notes:
@@ -130,8 +129,8 @@ def _split_columns(columns: tuple[str, ...], columns_csv: str | None) -> list[st
 @click.command("export")
 @click.argument("table_name", metavar="TABLE")
 @click.option("--run", "runs", multiple=True, metavar="ID",
-              help="Run id, or 'latest' (the default), or 'all'. Repeat for several runs; the compare "
-                   "table takes two (A, then B).")
+              help="Run id, 'latest' (the default), a model name (its latest complete run), or 'all'. Repeat for "
+                   "several runs; the compare table takes two (A, then B).")
 @click.option("--store", "store_path", metavar="PATH", default=None,
               help="Audit store (default: $REACHTUI_STORE or ./store/reachtui.sqlite).")
 @click.option("--format", "-f", "fmt", default=None, metavar="FORMAT",
@@ -157,7 +156,7 @@ def _split_columns(columns: tuple[str, ...], columns_csv: str | None) -> list[st
 @click.option("--limit", type=int, default=None, help="At most this many rows.")
 @click.option("--no-headers", is_flag=True, help="Omit the header row (csv, tsv, md, latex).")
 @click.option("--ci", "ci", type=click.Choice(["column", "inline"]), default="column", show_default=True,
-              help="md, latex, table: each 95%% interval in its own column (\"X CI\"), or inline beside its value "
+              help="md, latex, table: each 95% interval in its own column (\"X CI\"), or inline beside its value "
                    "(\"80.3 [75.1, 85.0]\").")
 @click.option("--caption", default=None, metavar="TEXT", help="latex: wrap the tabular in a table environment "
                                                               "with this caption.")

@@ -1,8 +1,10 @@
 """`reachtui generate MODEL PROMPT`: one generation under a route / silenced MLPs, and its answer.
 
-PROMPT goes to the model as given (tokenized with the tokenizer's defaults, no template), so the call can
-be reproduced with plain transformers; `--template` renders it with the protocol's template first (and then
-the protocol's stop strings apply unless --stop is given). The model is loaded inside the command.
+PROMPT is a question, rendered and decoded as the app's live run does (`reachtui.engine.live`): the
+protocol's prompt (the default protocol, or `--protocol FILE.toml`), its stop strings, max new tokens,
+default decoding and seed, unless an option says otherwise. `--raw` sends PROMPT as given (tokenized with
+the tokenizer's defaults, no stop strings unless --stop), so the call can be reproduced with plain
+transformers. The model is loaded inside the command.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from dataclasses import replace
 
 import click
 
@@ -23,22 +26,35 @@ from reachtui.errors import ReachError
 @click.option("--route", "route_spec", default=None, metavar="SPEC",
               help="Layers to run, in order, e.g. 0-3,3,5-11 (layer 4 skipped, 3 repeated). Default: all.")
 @click.option("--silence", default=None, metavar="LAYERS", help="Zero the MLP output of these layers, e.g. 3,5.")
-@click.option("--temperature", type=float, default=0.0, show_default=True, help="0 = greedy.")
-@click.option("--top-p", "top_p", type=float, default=1.0, show_default=True)
-@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=0, show_default=True,
-              help="Sampling seed (ignored when greedy).")
-@click.option("--max-new-tokens", "max_new_tokens", type=int, default=48, show_default=True)
+@click.option("--temperature", type=float, default=None, help="0 = greedy [default: the protocol's, 0].")
+@click.option("--top-p", "top_p", type=float, default=None, help="[default: the protocol's, 1.0]")
+@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=None,
+              help="Sampling seed, ignored when greedy [default: the protocol's, 0].")
+@click.option("--max-new-tokens", "max_new_tokens", type=int, default=None,
+              help="[default: the protocol's, 48]")
 @click.option("--stop", "stops", multiple=True, metavar="STR",
-              help="Stop at this string (cut from the text); repeatable. \\n is a newline.")
-@click.option("--template", is_flag=True, help="Render PROMPT with the protocol's template (and its stop strings).")
+              help="Stop at this string (cut from the text); repeatable. \\n is a newline. [default: the "
+                   "protocol's; none with --raw]")
+@click.option("--protocol", "protocol_file", default=None, metavar="FILE.toml",
+              help="Render and decode as this protocol does (e.g. `reachtui protocol RUN > p.toml`: as the app "
+                   "does on that run) [default: the default protocol].")
+@click.option("--raw", is_flag=True, help="Send PROMPT as given: no template, no stop strings unless --stop.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @placement_options
 @model_access_options
-def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_new_tokens, stops, template,
-             as_json, device, dtype, device_map, offload_folder, trust_remote_code, allow_download, allow_pickle,
+def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_new_tokens, stops, protocol_file,
+             raw, as_json, device, dtype, device_map, offload_folder, trust_remote_code, allow_download, allow_pickle,
              allow_missing_weights):
     """Generate from PROMPT with MODEL (demo, a directory, or a cached Hugging Face id) and print the text
-    and the extracted answer."""
+    and the extracted answer. PROMPT is a question, put in the protocol's prompt and decoded as the app's
+    live run decodes it (enter in `reachtui open`); --raw sends it as given."""
+    from reachtui.protocol import Protocol, load_protocol_file
+
+    proto = load_protocol_file(protocol_file) if protocol_file else Protocol()
+    temperature = proto.temperature if temperature is None else temperature
+    top_p = proto.top_p if top_p is None else top_p
+    seed = proto.seed if seed is None else seed
+    max_new_tokens = proto.max_new_tokens if max_new_tokens is None else max_new_tokens
     if max_new_tokens < 1:
         raise ReachError("--max-new-tokens must be at least 1")
     if not math.isfinite(temperature) or temperature < 0:
@@ -72,10 +88,7 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
     silenced = parse_silenced(silence, n)
     stop = tuple(s.replace("\\n", "\n") for s in stops)
     text_in = prompt
-    if template:
-        from reachtui.protocol import Protocol
-
-        proto = Protocol()
+    if not raw:
         text_in = proto.render_prompt(prompt, loaded.tokenizer)
         if not stops:
             stop = tuple(proto.stop)
@@ -85,10 +98,9 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
     from reachtui.model.run import Runner
 
     runner = Runner(loaded)
-    gen = runner.generate([text_in], route=route, silenced=silenced, seeds=[seed],
-                          decoding=Decoding(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                                            stop=stop))[0]
-    answer, rule = extract_answer(gen.text)
+    decoding = replace(Decoding.of(proto, temperature, top_p), max_new_tokens=max_new_tokens, stop=stop)
+    gen = runner.generate([text_in], route=route, silenced=silenced, seeds=[seed], decoding=decoding)[0]
+    answer, rule = extract_answer(gen.text, proto.answer_format)
     route_text = format_route(route) if route is not None else format_route(range(n))
     if as_json:
         click.echo(json.dumps({

@@ -160,15 +160,7 @@ def compared_runs(path: Path, specs: tuple[str, str], allow_unmatched: bool) -> 
     from reachtui.tables import compare_runs, resolve_run
 
     with Store(path, readonly=True) as store:
-        ids = []
-        for spec in specs:
-            if (spec.isascii() and spec.isdigit()) or spec == "latest":
-                ids.append(resolve_run(store, spec))
-                continue
-            run_id = store.latest_complete_run(spec)
-            if run_id is None:
-                raise ReachError(f"--compare {spec}: not a run id, and no complete run of a model called {spec!r}")
-            ids.append(run_id)
+        ids = [resolve_run(store, spec) for spec in specs]
         compare_runs(store, ids[0], ids[1], allow_unmatched=allow_unmatched, bootstrap=0)
     return ids[0], ids[1]
 

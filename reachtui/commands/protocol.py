@@ -13,8 +13,9 @@ from reachtui.errors import ReachError
 @click.option("--store", "store_path", metavar="PATH", default=None,
               help="Audit store (default: $REACHTUI_STORE or ./store/reachtui.sqlite).")
 def protocol(run, store_path) -> None:
-    """Print RUN's protocol (an id, or latest) as TOML: `reachtui audit ... --protocol FILE.toml` with it
-    makes runs matched with RUN (the same protocol hash).
+    """Print RUN's protocol (an id, latest, or a model name) as TOML: `reachtui audit ... --protocol
+    FILE.toml` with it makes runs matched with RUN (the same protocol hash). Its second line gives the match
+    keys: another run compares with RUN on a probe when its key for that probe is the same.
 
     \b
       reachtui protocol 3 > gsm8k.toml
@@ -31,5 +32,6 @@ def protocol(run, store_path) -> None:
     if spec.hash() != row["protocol_hash"]:
         raise ReachError(f"run {run_id} was stored with protocol {row['protocol_hash']}, which this reachtui "
                          f"reads as {spec.hash()} (another version made it); its TOML would not match it")
-    click.echo(protocol_to_toml(spec, f"run {run_id}: {row['model']} on {row['task']}, protocol {row['protocol_hash']}"),
+    click.echo(protocol_to_toml(spec, [f"run {run_id}: {row['model']} on {row['task']}, protocol {row['protocol_hash']}",
+                                       "match keys: " + ", ".join(f"{p} {k}" for p, k in spec.match_keys().items())]),
                nl=False)

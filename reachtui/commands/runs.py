@@ -12,18 +12,24 @@ import click
               help="Audit database [default: $REACHTUI_STORE or ./store/reachtui.sqlite].")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array of run objects on stdout.")
 def runs(store_path, as_json):
-    """List the audit runs in the store: model, task, protocol hash, status, progress."""
+    """List the audit runs in the store: model, task, protocol hash, status, progress, and the match keys
+    (per probe: two runs compare on a probe when its key is the same in both; "realized" is the default
+    deployment's)."""
+    from reachtui.protocol import stored_protocol
     from reachtui.store import Store
 
     store = Store(store_path, readonly=True, check=True)
     try:
         rows = store.list_runs()
+        for r in rows:
+            try:
+                r["protocol"] = json.loads(store.get_run(r["id"])["protocol_json"])
+            except (ValueError, RecursionError):    # unreadable: listed as null, not a crash
+                r["protocol"] = None
+            spec = stored_protocol(r["protocol"])
+            r["match_keys"] = spec.match_keys() if spec is not None else None
         if as_json:
             for r in rows:
-                try:
-                    r["protocol"] = json.loads(store.get_run(r["id"])["protocol_json"])
-                except (ValueError, RecursionError):    # unreadable: listed as null, not a crash
-                    r["protocol"] = None
                 r["events"] = store.run_events(r["id"])
             click.echo(json.dumps(rows, indent=2))
             return
@@ -51,5 +57,11 @@ def runs(store_path, as_json):
                      (r["updated_at"] or "")[5:16].replace("T", " "))
             t.add_row(*(Text(shown(str(c))) for c in cells))     # names are text, never markup
         Console().print(t)
+        click.echo("match keys (two runs compare on a probe when its key is the same in both; realized: the default "
+                   "deployment):")
+        for r in rows:
+            keys = r["match_keys"]
+            shown = ", ".join(f"{p} {k[:8]}" for p, k in keys.items()) if keys else "its protocol cannot be read"
+            click.echo(f"  run {r['id']}: {shown}")
     finally:
         store.close()

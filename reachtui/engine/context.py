@@ -149,7 +149,7 @@ class RunContext:
 
     def record(self, todo: Sequence[Work], gens) -> list[dict]:
         """Grade `gens` (one per work item), store them in one transaction, note an out-of-memory halving
-        the runner made meanwhile; returns the rows."""
+        the runner made meanwhile and what else it has to say (`take_notes`); returns the rows."""
         rows = [attempt_row(self.questions[w.pos], w, g, self.fmt) for w, g in zip(todo, gens)]
         self.generated += self.store.insert_attempts(self.run_id, rows)   # new rows only: never another's
         hint = self.runner.batch_size_hint
@@ -157,6 +157,9 @@ class RunContext:
             self._oom_seen = hint
             self.store.add_run_event(self.run_id, "out_of_memory",
                                      f"out of memory in {self.phase}: generation batches halved to {hint} prompts")
+        take_notes = getattr(self.runner, "take_notes", None)     # e.g. decoding fell back to eager steps
+        for note in take_notes() if take_notes is not None else ():
+            self.store.add_run_event(self.run_id, "engine", note)
         return rows
 
     # -- execution ---------------------------------------------------------------------------------------

@@ -71,6 +71,26 @@ def failure_members(store, run_id: int, probe: str) -> set[int]:
     return {r[0] for r in store.conn.execute(FAILURE_CANDIDATES_SQL, {"run": run_id, "probe": probe})}
 
 
+def exploration_of(probe: str, route: Sequence[int] | None, silenced: frozenset[int], num_layers: int
+                   ) -> tuple[str, str | None, str | None]:
+    """How an exploration of (route, silenced) on failure:<probe> is stored: (target, route text or None for
+    the normal order, silenced text or None)."""
+    route = None if route is None or tuple(route) == tuple(range(num_layers)) else tuple(route)
+    return (f"{failure_set_name(probe)}+realized", None if route is None else format_route(route),
+            format_silenced(silenced) or None)
+
+
+def stored_exploration(store, run_id: int, probe: str, route: Sequence[int] | None, silenced: frozenset[int],
+                       num_layers: int) -> dict | None:
+    """The run's complete exploration of this very intervention on failure:<probe>, if one is stored (the
+    latest): applying it again would only repeat its attempts, so the app re-opens it instead."""
+    want = exploration_of(probe, route, silenced, num_layers)
+    for e in reversed(store.explorations(run_id)):
+        if (e["target"], e["route"], e["silenced"]) == want and e["status"] == "complete":
+            return e
+    return None
+
+
 def apply(store, runner, run_id: int, probe: str, route: tuple[int, ...] | None, silenced: frozenset[int], *,
           on_event: Callable[[Progress], None] | None = None, cancel=None) -> Progress:
     """Run one intervention on failure:<probe> and the realized set as the MLP scan would, stored as a new
@@ -82,9 +102,8 @@ def apply(store, runner, run_id: int, probe: str, route: tuple[int, ...] | None,
     failure, realized = failure_members(store, run_id, probe), set(store.realized_ids(run_id))
     target = failure_set_name(probe)
     name = f"{describe_intervention(route, silenced, ctx.L)} on {target}"
-    route_text, silenced_text = None if route is None else format_route(route), format_silenced(silenced) or None
-    eid = store.create_exploration(run_id, name, target=f"{target}+realized", route=route_text,
-                                   silenced=silenced_text)
+    stored_target, route_text, silenced_text = exploration_of(probe, route, silenced, ctx.L)
+    eid = store.create_exploration(run_id, name, target=stored_target, route=route_text, silenced=silenced_text)
     probe = EXPLORE.name(eid)
     iv = SetIntervention(probe, seed_stream(probe, route_text, silenced_text), route, frozenset(silenced))
     positions = scope(ctx, failure | realized)

@@ -1,14 +1,30 @@
-"""The decoding loop: one forward per step over a prefilled batch, each row greedy or sampled with its own
-generator, stopping at EOS, a stop string (cut from the text) or the token limit."""
+"""The decoding loop: one forward per step over a prefilled batch (a stepper, `steppers.py`), each row greedy
+or sampled (`sampling.py`), stopping at EOS, a stop string (`stops.py`, cut from the text) or the token
+limit.
+
+What the host does per step does not grow with the batch's text: the rows' chosen tokens and their
+log-probs come back in one copy (into pinned memory on a GPU), and the host reads step t-1's while the
+device already computes step t (one step of lag: a row that finished at t-1 decodes one more token,
+which is dropped). Finished rows leave the batch once they are a quarter of it. Stop strings are found
+incrementally, with the exact rule of a whole-text decode (`StopWatch`).
+"""
 
 from __future__ import annotations
 
 import math
+import time
 
+import numpy as np
 import torch
 
 from reachtui.generation import Decoding, Generation
-from reachtui.model import routing
+from reachtui.model.sampling import pick, pick_v1, uniforms
+from reachtui.model.stops import StopWatch
+
+LIVE, EOS, STOP = 0, 1, 2
+#: On a GPU the sampler works on this many bytes of float32 logits at a time (its copies stay bounded).
+_SAMPLER_BYTES = 1 << 30
+_FINISH = {LIVE: "length", EOS: "eos", STOP: "stop"}
 
 
 def eos_ids(model, tokenizer) -> set[int]:
@@ -34,107 +50,205 @@ def cut_at_stop(text: str, stops) -> tuple[str, bool]:
     return (text[:best], True) if best >= 0 else (text, False)
 
 
-def decode(model, tokenizer, eos_ids: set[int], ids: list[list[int]], cache, attention, logits, seeds: list[int],
-           dec: Decoding, route_lens: list[int], record: list | None = None) -> list[Generation]:
-    """Decode a prefilled batch: `ids` are the rows' prompt tokens, `cache`/`attention`/`logits` the
-    prefill's; row r is greedy, or sampled with its own generator seeded `seeds[r]` (so a row never
-    depends on its batch companions), until EOS, a stop string or `dec.max_new_tokens`. `record`
-    collects every step's logits (traces)."""
-    device = logits.device
-    b = len(ids)
-    position_ids = attention.sum(-1, keepdim=True) - 1
-    gens = None
-    if not dec.greedy:
-        gens = [torch.Generator(device=device).manual_seed(s) for s in seeds]
-    eos = torch.tensor(sorted(eos_ids) or [-1], device=device)
-    stops = tuple(s for s in dec.stop if s)
+class _ToHost:
+    """A step's chosen tokens and log-probs on their way to the host: one asynchronous copy into pinned
+    memory on a GPU (waited for only when the host reads them), the tensors themselves on a CPU."""
 
-    tokens: list[list[int]] = [[] for _ in range(b)]
-    logps: list[list[float]] = [[] for _ in range(b)]
-    finish = ["length"] * b
-    rows = list(range(b))   # the original row of each tensor row; None once it has finished
-    for step in range(dec.max_new_tokens):
-        logits = logits.float()
-        if record is not None:
-            record.append(logits.clone())
-        logprobs = torch.log_softmax(logits, dim=-1)
-        if gens is None:
-            nxt = logits.argmax(dim=-1)
+    def __init__(self, tokens: torch.Tensor, logps: torch.Tensor, rows: np.ndarray) -> None:
+        self.rows = rows
+        if tokens.device.type == "cuda":
+            both = torch.empty((2, tokens.shape[0]), dtype=torch.float64, pin_memory=True)
+            self.pair = torch.stack([tokens.to(torch.float64), logps.to(torch.float64)])
+            both.copy_(self.pair, non_blocking=True)
+            self.event = torch.cuda.Event()
+            self.event.record()
+            self.host = both
         else:
-            nxt = sample(logits, dec, [None if r is None else gens[r] for r in rows])
-        chosen = logprobs.gather(1, nxt[:, None])[:, 0]
-        is_eos = torch.isin(nxt, eos)
-        nxt_list = nxt.tolist()
-        lp_list = chosen.tolist()
-        eos_list = is_eos.tolist()
-        live: list[int] = []        # tensor rows still generating
-        for j, r in enumerate(rows):
-            if r is None:
-                continue
-            tokens[r].append(nxt_list[j])
-            logps[r].append(lp_list[j])
-            if eos_list[j]:
-                finish[r] = "eos"
-            else:
-                live.append(j)
-        if stops and live:
-            texts = tokenizer.batch_decode([tokens[rows[j]] for j in live], skip_special_tokens=True)
-            kept = []
-            for j, text in zip(live, texts):
-                if any(s in text for s in stops):
-                    finish[rows[j]] = "stop"
-                else:
-                    kept.append(j)
-            live = kept
-        if not live or step == dec.max_new_tokens - 1:
-            break
-        attention = torch.cat([attention, attention.new_ones((attention.shape[0], 1))], dim=1)
-        position_ids = position_ids + 1
-        live_set = set(live)
-        rows = [r if j in live_set else None for j, r in enumerate(rows)]
-        if 4 * (len(rows) - len(live)) >= len(rows):
+            self.event = None
+            self.host = (tokens, logps)
+
+    def read(self) -> tuple[np.ndarray, np.ndarray]:
+        if self.event is None:
+            tokens, logps = self.host
+            return tokens.numpy(), logps.numpy()
+        self.event.synchronize()
+        both = self.host.numpy()
+        return both[0].astype(np.int64), both[1].astype(np.float32)
+
+
+class _Rows:
+    """The host's record of a batch: every row's tokens and log-probs so far and how it finished."""
+
+    def __init__(self, b: int, steps: int, eos: set[int], watch: StopWatch) -> None:
+        self.tokens = np.zeros((b, steps), dtype=np.int64)
+        self.logps = np.zeros((b, steps), dtype=np.float32)
+        self.length = np.zeros(b, dtype=np.int64)
+        self.finish = np.full(b, LIVE, dtype=np.int8)
+        self.eos = np.asarray(sorted(eos) or [-1], dtype=np.int64)
+        self.watch = watch
+        self.host_s = 0.0      # reading each step's tokens: eos, stop strings, bookkeeping
+        self.wait_s = 0.0      # waiting for the device's copy of them
+
+    def live(self) -> np.ndarray:
+        return self.finish == LIVE
+
+    def absorb(self, step: int, pending: _ToHost) -> None:
+        """Record step `step`'s tokens of the rows still generating; mark those that end there."""
+        t0 = time.perf_counter()
+        tokens, logps = pending.read()
+        t1 = time.perf_counter()
+        self.wait_s += t1 - t0
+        try:
+            self._absorb(step, pending.rows, tokens, logps)
+        finally:
+            self.host_s += time.perf_counter() - t1
+
+    def _absorb(self, step: int, rows_of: np.ndarray, tokens: np.ndarray, logps: np.ndarray) -> None:
+        alive = self.finish[rows_of] == LIVE
+        if not alive.any():
+            return
+        rows, tok = rows_of[alive], tokens[alive]
+        self.tokens[rows, step] = tok
+        self.logps[rows, step] = logps[alive]
+        self.length[rows] = step + 1
+        ended = np.isin(tok, self.eos)
+        self.finish[rows[ended]] = EOS
+        stopped = self.watch.check(self.tokens, self.length, rows[~ended])
+        self.finish[stopped] = STOP
+
+    def confirm_final(self) -> None:
+        """The exact stop rule once more on every row's text before its last step (all of it for a row
+        that ran to the limit): a stop the incremental check missed, or saw late, shows there, and the row
+        is cut where the rule stops it."""
+        if not self.watch.stops:
+            return
+        table = self.watch.table
+        for r in range(len(self.finish)):
+            n = int(self.length[r]) - (self.finish[r] != LIVE)
+            if table is not None and n > 0 and self.finish[r] != STOP:
+                tokens = self.tokens[r, :n]
+                inside = (tokens >= 0) & (tokens < len(table))
+                if inside.all() and not table[tokens].any():
+                    continue        # no token of this row can end a stop string
+            first = self.watch.first_stop(self.tokens[r, :n].tolist()) if n > 0 else None
+            if first is not None:
+                self.length[r], self.finish[r] = first, STOP
+
+
+def decode(stepper, tokenizer, eos: set[int], ids: list[list[int]], logits: torch.Tensor, seeds: list[int],
+           dec: Decoding, route_lens: list[int], record: list | None = None,
+           stop_table: np.ndarray | None = None, stats: dict | None = None) -> list[Generation]:
+    """Decode a prefilled batch: `ids` are the rows' prompt tokens, `logits` the prefill's last-position
+    logits, `stepper` the forward of every later step. Row r is greedy, or sampled with seed `seeds[r]`
+    (so a row never depends on its batch companions), until EOS, a stop string or `dec.max_new_tokens`.
+    `record` collects every step's logits (traces; decoded without lag). `stop_table`: the tokenizer's
+    level-1 stop table for `dec.stop` (`stops.suspect_table`), if the caller keeps one. `stats` (a dict)
+    gains the steps taken, the host's seconds reading them (`host_s`) and waiting for them (`wait_s`)."""
+    b, steps = len(ids), dec.max_new_tokens
+    device = logits.device
+    sampled = not dec.greedy
+    gens = u = None
+    if sampled and dec.sampler == 1:
+        gens = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
+    elif sampled:
+        u = torch.from_numpy(uniforms(seeds, steps)).to(device)
+    state = _Rows(b, steps, eos, StopWatch(tokenizer, dec.stop, stop_table))
+    rows = np.arange(b)                  # the batch row of each tensor row
+    # a GPU runs one step ahead of the host; a CPU computes as it is asked (no lag: the same batches, and
+    # so the same numbers, as a loop that reads every step before the next)
+    lag = 1 if device.type == "cuda" and record is None else 0
+    pending: list[tuple[int, _ToHost]] = []
+    keep: np.ndarray | None = None       # tensor rows to keep before the next forward
+
+    def read(upto: int) -> bool:
+        """Absorb the pending steps up to `upto`; decide which rows stay. False once no row generates."""
+        nonlocal keep
+        while pending and pending[0][0] <= upto:
+            state.absorb(*pending.pop(0))
+        live = state.live()
+        if not live.any():
+            return False
+        alive = live[rows]
+        if 4 * int((~alive).sum()) >= len(rows):
             # finished rows leave the batch once they are a quarter of it (each step reads every row's
             # cache; each removal copies the live rows' caches once)
-            index = torch.tensor(live, device=device)
-            routing.select_rows(cache, index)
-            attention, position_ids, nxt = attention[index], position_ids[index], nxt[index]
-            rows = [rows[j] for j in live]
-        logits = routing.forward_last_logits(model, nxt[:, None], attention, position_ids, cache)
-    del cache
+            keep = np.nonzero(alive)[0]
+        return True
+
+    def choose(logits, step: int):
+        """Each row's next token and its log-prob under the un-tempered distribution, in float32, a slice of
+        rows at a time on a GPU (a float32 copy of a batch's logits can take gigabytes)."""
+        n = logits.shape[0]
+        size = n if device.type == "cpu" else max(1, _SAMPLER_BYTES // (4 * logits.shape[-1]))
+        live = state.live() if gens is not None else None
+        picked, logps = [], []
+        for a in range(0, n, size):
+            chunk = logits[a:a + size]
+            if record is None and gens is None and u is None:
+                # greedy: the argmax of the model's own logits is that of their float32 copy, and the
+                # log-softmax converts them itself (no float32 copy of the batch's logits)
+                nxt = chunk.argmax(dim=-1)
+                picked.append(nxt)
+                logps.append(torch.log_softmax(chunk, dim=-1, dtype=torch.float32).gather(1, nxt[:, None])[:, 0])
+                continue
+            lf = chunk.float()
+            if record is not None:
+                record.append(lf.clone())
+            if gens is not None:
+                nxt = pick_v1(lf, dec.temperature, dec.top_p, [gens[r] if live[r] else None for r in rows[a:a + size]])
+            else:
+                nxt = pick(lf, dec.temperature, dec.top_p, None if u is None else u[a:a + size, step])
+            picked.append(nxt)
+            logps.append(torch.log_softmax(lf, dim=-1).gather(1, nxt[:, None])[:, 0])
+        if len(picked) == 1:
+            return picked[0], logps[0]
+        return torch.cat(picked), torch.cat(logps)
+
+    taken = 0
+    for step in range(steps):
+        taken += 1
+        nxt, chosen = choose(logits, step)
+        pending.append((step, _ToHost(nxt, chosen, rows)))
+        if lag == 0 and not read(step):
+            break
+        if step == steps - 1:
+            break
+        if keep is not None:
+            index = torch.as_tensor(keep, device=device)
+            stepper.keep(index)
+            nxt = nxt.index_select(0, index)
+            if u is not None:
+                u = u.index_select(0, index)
+            rows, keep = rows[keep], None
+        logits = stepper.step(nxt)       # on a GPU, queued: the host reads the last step meanwhile
+        if lag and not read(step - lag):
+            break
+    read(steps)
+    t0 = time.perf_counter()
+    state.confirm_final()
+    state.host_s += time.perf_counter() - t0
+    del stepper
+    if stats is not None:
+        for key, value in (("steps", taken), ("host_s", state.host_s), ("wait_s", state.wait_s)):
+            stats[key] = stats.get(key, 0) + value
 
     out = []
+    stops = tuple(s for s in dec.stop if s)
+    token_lists = [state.tokens[r, : int(state.length[r])].tolist() for r in range(b)]
+    texts = tokenizer.batch_decode(token_lists, skip_special_tokens=True)
     for r in range(b):
-        text = tokenizer.decode(tokens[r], skip_special_tokens=True)
-        text, _ = cut_at_stop(text, stops)
-        n_new = len(tokens[r])
-        mean = sum(logps[r]) / n_new if n_new else float("nan")
-        out.append(
-            Generation(
-                text=text,
-                token_ids=tokens[r],
-                mean_logprob=mean if math.isfinite(mean) else float("-inf"),
-                new_tokens=n_new,
-                layers_executed=route_lens[r],
-                compute=route_lens[r] * (len(ids[r]) + n_new),
-                prompt_tokens=len(ids[r]),
-                finish=finish[r],
-            )
-        )
+        n_new = int(state.length[r])
+        tokens = token_lists[r]
+        text, _ = cut_at_stop(texts[r], stops)
+        mean = sum(state.logps[r, :n_new].tolist()) / n_new if n_new else float("nan")
+        out.append(Generation(
+            text=text,
+            token_ids=tokens,
+            mean_logprob=mean if math.isfinite(mean) else float("-inf"),
+            new_tokens=n_new,
+            layers_executed=route_lens[r],
+            compute=route_lens[r] * (len(ids[r]) + n_new),
+            prompt_tokens=len(ids[r]),
+            finish=_FINISH[int(state.finish[r])],
+        ))
     return out
-
-
-def sample(logits, dec: Decoding, gens) -> torch.Tensor:
-    """One token per row, row j drawn with its own generator gens[j] (batch-independent); a row
-    whose generator is None (finished, still in the batch) takes the argmax and draws nothing."""
-    probs = torch.softmax(logits / dec.temperature, dim=-1)
-    order = None
-    if dec.top_p < 1.0:
-        probs, order = probs.sort(dim=-1, descending=True)
-        drop = (probs.cumsum(dim=-1) - probs) > dec.top_p
-        probs = probs.masked_fill(drop, 0.0)
-    picks = [probs[j].argmax(-1, keepdim=True) if g is None else torch.multinomial(probs[j], 1, generator=g)
-             for j, g in enumerate(gens)]
-    nxt = torch.cat(picks)
-    if order is not None:
-        nxt = order.gather(1, nxt[:, None])[:, 0]
-    return nxt

@@ -96,7 +96,7 @@ class MixedCache(DynamicCache):
     `close(width)` ends the prefills. The same modules on the same rows as separate decodes, with fewer
     module calls per step."""
 
-    def __init__(self, arch: Architecture, plans: list[tuple], rows: list[int], capacity: int):
+    def __init__(self, arch: Architecture, plans: list[tuple], rows: list[int], capacity: int, full: bool = False):
         super().__init__()
         steps, slots = schedule(plans)
         self.depth = len(steps)
@@ -110,7 +110,7 @@ class MixedCache(DynamicCache):
             if not js:                    # a step no route's first fit uses
                 self.groups.append([])
                 continue
-            kv = GrowingLayer(capacity, batch=sum(rows[j] for j, _ in js))
+            kv = GrowingLayer(capacity, batch=sum(rows[j] for j, _ in js), full=full)
             at = 0
             for j, p in js:
                 self._windows[j][p] = WindowLayer(kv, slice(at, at + rows[j]), 0)
@@ -137,7 +137,7 @@ class MixedCache(DynamicCache):
         self._windows = []
 
     def columns(self) -> int:
-        return next(g.layer.n for groups in self.groups for g in groups)
+        return next(g.layer.get_seq_length() for groups in self.groups for g in groups)
 
     def batch_select_indices(self, indices) -> None:
         """Keep only the rows `indices` (ascending), in every group."""

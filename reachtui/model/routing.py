@@ -228,23 +228,40 @@ def cache_argument(model) -> str:
     return "past_key_values"
 
 
+class Clock:
+    """Where a full-capacity decode writes: `column`, a [1] device tensor the captured step advances in
+    place, and `n`, the columns written (kept on the host for `get_seq_length`)."""
+
+    def __init__(self, column, n: int) -> None:
+        self.column, self.n = column, n
+
+
 class GrowingLayer(DynamicLayer):
     """A full-attention cache layer with room for `capacity` positions, allocated once (for `batch` rows,
     else the first write's) and written in place: a decoding step copies one position, not the whole
-    cache. The first write returns the states as computed, like DynamicLayer's."""
+    cache. The first write returns the states as computed, like DynamicLayer's.
 
-    def __init__(self, capacity: int, batch: int | None = None):
+    `full`: the buffers start as zeros, and once a `Clock` is set a decoding step writes its position at
+    the clock's device-side column (`index_copy_`) and attends to every column (the mask hides those not
+    yet written): no shape or host value changes from step to step, so the step can be captured as a
+    CUDA graph (`reachtui.model.steppers`)."""
+
+    def __init__(self, capacity: int, batch: int | None = None, full: bool = False):
         super().__init__()
         self.capacity = int(capacity)
         self.batch = batch
+        self.full = full
+        self.clock: Clock | None = None
         self.n = 0
 
     def lazy_initialization(self, key_states, value_states) -> None:
         b = self.batch or key_states.shape[0]
         k, v = key_states, value_states
-        # uninitialised: every position is written before it is read (windows zero their left padding)
-        self.kbuf = k.new_empty((b, k.shape[1], self.capacity, k.shape[-1]))
-        self.vbuf = v.new_empty((b, v.shape[1], self.capacity, v.shape[-1]))
+        # growing: uninitialised, every position is written before it is read (windows zero their left
+        # padding); full: every column is read (masked), so it must be finite from the start
+        alloc = torch.zeros if self.full else torch.empty
+        self.kbuf = alloc((b, k.shape[1], self.capacity, k.shape[-1]), dtype=k.dtype, device=k.device)
+        self.vbuf = alloc((b, v.shape[1], self.capacity, v.shape[-1]), dtype=v.dtype, device=v.device)
         self.device = k.device
         self.is_initialized = True
 
@@ -254,6 +271,10 @@ class GrowingLayer(DynamicLayer):
     def update(self, key_states, value_states, *args, **kwargs):
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
+        if self.clock is not None:      # full-capacity decoding: one column, at the clock's
+            self.kbuf.index_copy_(2, self.clock.column, key_states)
+            self.vbuf.index_copy_(2, self.clock.column, value_states)
+            return self.kbuf, self.vbuf
         start, s = self.n, key_states.shape[-2]
         if start + s > self.capacity:
             raise RuntimeError(f"cache layer full ({self.capacity} positions)")
@@ -266,16 +287,20 @@ class GrowingLayer(DynamicLayer):
         return self.keys, self.values
 
     def get_seq_length(self) -> int:
-        return self.n
+        return self.clock.n if self.clock is not None else self.n
 
     def batch_select_indices(self, indices) -> None:
-        if self.is_initialized:   # only the written positions are copied
+        if not self.is_initialized:
+            return
+        if self.full:                   # every column is read: all of them move
+            self.kbuf, self.vbuf = self.kbuf.index_select(0, indices), self.vbuf.index_select(0, indices)
+        else:                           # only the written positions are copied
             kbuf = self.kbuf.new_empty((len(indices), *self.kbuf.shape[1:]))
             vbuf = self.vbuf.new_empty((len(indices), *self.vbuf.shape[1:]))
             torch.index_select(self.kbuf[:, :, : self.n], 0, indices, out=kbuf[:, :, : self.n])
             torch.index_select(self.vbuf[:, :, : self.n], 0, indices, out=vbuf[:, :, : self.n])
             self.kbuf, self.vbuf = kbuf, vbuf
-            self._views()
+        self._views()
 
 
 class WindowLayer(GrowingLayer):
@@ -296,19 +321,33 @@ class WindowLayer(GrowingLayer):
         self.is_initialized = True
 
 
-def new_cache(arch: Architecture, capacity: int | None = None, batch: int | None = None):
+def new_cache(arch: Architecture, capacity: int | None = None, batch: int | None = None, full: bool = False):
     """A DynamicCache sized for what is installed now (call inside `installed`); with `capacity`, its
     plain full-attention layers are GrowingLayers of that many positions (for `batch` rows), preallocated
-    for the whole generation and written in place (no torch.cat per step). `window` gives a sub-batch's
-    prefill a view onto the decode batch's buffers, so prefills of different widths (each padded only to
-    its own longest prompt) land left-padded in one batch without a copy."""
+    for the whole generation and written in place (no torch.cat per step; `full`: see GrowingLayer).
+    `window` gives a sub-batch's prefill a view onto the decode batch's buffers, so prefills of different
+    widths (each padded only to its own longest prompt) land left-padded in one batch without a copy."""
     from transformers import DynamicCache
 
     cache = DynamicCache(config=arch.config)
     if capacity is not None:
-        cache.layers = [GrowingLayer(capacity, batch) if type(layer) is DynamicLayer else layer
+        cache.layers = [GrowingLayer(capacity, batch, full) if type(layer) is DynamicLayer else layer
                         for layer in cache.layers]
     return cache
+
+
+def growing_layers(cache) -> list:
+    """Every GrowingLayer of `cache` (a DynamicCache, or a mixed batch's cache with groups)."""
+    groups = getattr(cache, "groups", None)
+    if groups is not None:
+        return [g.layer for step in groups for g in step]
+    return [layer for layer in cache.layers if isinstance(layer, GrowingLayer)]
+
+
+def set_clock(cache, clock: Clock | None) -> None:
+    """Full-capacity decoding from here on (`clock`), or back to growing writes (None)."""
+    for layer in growing_layers(cache):
+        layer.clock = clock
 
 
 def plain_positions(cache) -> int:
@@ -378,3 +417,107 @@ def forward_full_logits(model, input_ids, attention_mask=None, position_ids=None
         return_dict=True,
     )
     return out.logits
+
+
+_DECODE_SDPA = "reachtui_decode_sdpa"
+#: per decoder config (by id): how one-token steps attend ("cudnn", "efficient", "math", "bmm"; None: as
+#: torch chooses), measured by `choose_decode_attention`
+_DECODE_BACKENDS: dict[int, str | None] = {}
+
+
+def _attend(q, k, v, mask, scale, backend: str | None):
+    """Attention of packed one-token queries [b, kv heads, group, d] over keys/values [b, kv heads, L, d]
+    under a boolean mask [b, 1, 1, L], by `backend`."""
+    if backend == "bmm":            # two batched matrix products, as transformers' eager attention
+        scores = torch.matmul(q, k.transpose(-1, -2)) * (scale if scale is not None else q.shape[-1] ** -0.5)
+        scores = scores.masked_fill(~mask, float("-inf"))
+        return torch.matmul(torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype), v)
+    if backend is None:
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    kind = {"cudnn": SDPBackend.CUDNN_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+            "math": SDPBackend.MATH}[backend]
+    with sdpa_kernel([kind]):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+
+
+def _decode_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling=None, is_causal=None, **kwargs):
+    """SDPA for one query token without expanding grouped keys/values per head: the query heads of each
+    key/value head become that head's queries ([b, kv heads, group, d]), the mask (shared by every head)
+    broadcasts over them; computed by the backend measured fastest for this model (`choose_decode_attention`).
+    Anything else goes to transformers' own sdpa."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    groups = int(getattr(module, "num_key_value_groups", 1) or 1)
+    mask = attention_mask
+    if (query.shape[2] == 1 and isinstance(mask, torch.Tensor) and mask.dim() == 4 and mask.shape[1] == 1
+            and mask.dtype == torch.bool and not dropout and kwargs.get("softcap") is None
+            and kwargs.get("position_bias") is None and key.shape[-1] == query.shape[-1]
+            and query.shape[1] == groups * key.shape[1]):
+        b, h, _, d = query.shape
+        backend = _DECODE_BACKENDS.get(id(getattr(module, "config", None)))
+        out = _attend(query.reshape(b, h // groups, groups, d), key, value, mask[:, :, :, : key.shape[-2]], scaling,
+                      backend)
+        return out.reshape(b, h, 1, d).transpose(1, 2).contiguous(), None
+    return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                  is_causal=is_causal, **kwargs)
+
+
+@contextlib.contextmanager
+def decode_attention(arch: Architecture):
+    """For the body of the `with` (a full-capacity decoding step), a model that attends with sdpa attends
+    by `_decode_sdpa`; any other model is left as it is. Restored after, also when the body fails."""
+    config = arch.config
+    if getattr(config, "_attn_implementation", None) != "sdpa":
+        yield
+        return
+    from transformers import AttentionInterface
+
+    if _DECODE_SDPA not in AttentionInterface._global_mapping:
+        AttentionInterface.register(_DECODE_SDPA, _decode_sdpa)
+    saved = config.__dict__.get("_attn_implementation_internal", _MISSING)
+    config.__dict__["_attn_implementation_internal"] = _DECODE_SDPA
+    try:
+        yield
+    finally:
+        if saved is _MISSING:
+            config.__dict__.pop("_attn_implementation_internal", None)
+        else:
+            config.__dict__["_attn_implementation_internal"] = saved
+
+
+def choose_decode_attention(arch: Architecture, rows: int, columns: int, device, dtype) -> dict:
+    """Time each way of computing a one-token step's attention at this model's head shape for `rows` rows
+    over `columns` keys (on a GPU; a few milliseconds) and keep the fastest for the model's decoding steps.
+    Returns the milliseconds of each (a way that fails is left out)."""
+    config = arch.config
+    heads = int(getattr(config, "num_attention_heads", 0) or 0)
+    kv = int(getattr(config, "num_key_value_heads", 0) or heads)
+    d = int(getattr(config, "head_dim", 0) or (config.hidden_size // max(heads, 1)))
+    if heads <= 0 or kv <= 0 or heads % kv:
+        return {}
+    g = torch.Generator(device=device).manual_seed(0)
+    q = torch.randn((rows, kv, heads // kv, d), device=device, dtype=dtype, generator=g)
+    k = torch.randn((rows, kv, columns, d), device=device, dtype=dtype, generator=g)
+    v = torch.randn((rows, kv, columns, d), device=device, dtype=dtype, generator=g)
+    mask = torch.ones((rows, 1, 1, columns), dtype=torch.bool, device=device)
+    mask[:, :, :, : columns // 4] = False
+    times = {}
+    for backend in (None, "cudnn", "efficient", "math", "bmm"):
+        try:
+            for _ in range(2):
+                _attend(q, k, v, mask, None, backend)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(5):
+                _attend(q, k, v, mask, None, backend)
+            end.record()
+            end.synchronize()
+            times[backend or "default"] = start.elapsed_time(end) / 5
+        except Exception:  # noqa: BLE001 - a backend that cannot run this shape is left out
+            continue
+    if times:
+        best = min(times, key=times.get)
+        _DECODE_BACKENDS[id(config)] = None if best == "default" else best
+    return times

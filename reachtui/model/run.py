@@ -27,6 +27,8 @@ from reachtui.model import routing
 from reachtui.model.prefix import PrefixStore, Recording, padded
 from reachtui.model.decode import decode, eos_ids
 from reachtui.model.memory import is_oom, keep_freed_memory
+from reachtui.model.steppers import FullStepper, GrowingStepper
+from reachtui.model.stops import suspect_table
 from reachtui.generation import Decoding, Generation
 from reachtui.routes import Route, identity, validate_route
 
@@ -76,8 +78,66 @@ class Runner:
         self.mixing = self.plain and not getattr(self.model, "hf_device_map", None)
         self.mix_bytes = 2 << 30
         self.plain_prefix = routing.plain_positions(identity_cache)
+        #: how decoding steps run (`reachtui.model.steppers`): "full" (full-capacity cache, captured as a
+        #: CUDA graph on a GPU) for plain models held whole on a GPU, else "growing" (eager); tests set
+        #: "full" on a CPU to run the capturable step eagerly
+        self.step_mode = "full" if on_gpu and self.mixing else "growing"
+        self.capture = on_gpu                   # cleared for good when a capture fails
+        self.notes: list[str] = []              # said once to the run (`take_notes`)
+        #: several interventions over the same prompts decode as one batch (`_decode_packs`): on a GPU, where
+        #: a batch of thousands of rows still gains from more; a CPU is busy with one
+        self.packing = on_gpu
+        self.max_pack_rows: int | None = None    # rows of a packed mixed batch, after an out-of-memory error
+        self._stop_tables: dict[tuple, object] = {}
+        #: decoding so far (benchmarks read it): eager steps, CUDA graphs captured, graph replays, steps of the
+        #: decoding loop and the host's seconds reading their tokens (`host_s`) and waiting for them (`wait_s`)
+        self.stats = {"eager": 0, "captures": 0, "replays": 0, "steps": 0, "host_s": 0.0, "wait_s": 0.0}
 
     # ------------------------------------------------------------------ public
+
+    def take_notes(self) -> list[str]:
+        """What the runner has to tell the run since it was last asked (e.g. that capture fell back)."""
+        notes, self.notes = self.notes, []
+        return notes
+
+    def _capture_failed(self, why: str) -> None:
+        if self.capture:
+            self.capture = False
+            self.notes.append(f"decoding steps run eagerly: a CUDA graph could not be captured ({why})")
+
+    def _stop_table(self, stops: tuple[str, ...]):
+        stops = tuple(s for s in stops if s)
+        if stops and stops not in self._stop_tables:
+            self._stop_tables[stops] = suspect_table(self.tokenizer, stops)
+        return self._stop_tables.get(stops)
+
+    def _full(self, record) -> bool:
+        return self.step_mode == "full" and record is None
+
+    def _capacity(self, width: int, dec: Decoding, full: bool) -> int:
+        """KV positions a decode batch needs; a full-capacity cache rounds up to 16 (aligned masks)."""
+        need = width + dec.max_new_tokens
+        return -(-need // 16) * 16 if full else need
+
+    def _decode(self, cache, attention, logits, ids, seeds, dec: Decoding, route_lens, record, full: bool):
+        """Decode a prefilled batch with the stepper `full` asks for (see `reachtui.model.steppers`)."""
+        capacity = self._capacity(attention.shape[1], dec, full)
+        if full and self.device.type == "cuda" and "decode_attention" not in self.stats:
+            # how one-token steps attend on this GPU: measured once, the fastest kept (a few milliseconds)
+            times = routing.choose_decode_attention(self.arch, min(attention.shape[0], 4096), capacity,
+                                                    self.device, next(self.model.parameters()).dtype)
+            self.stats["decode_attention"] = {k: round(v, 3) for k, v in times.items()}
+        if full:
+            stepper = FullStepper(self.model, self.arch, cache, attention, capacity,
+                                  capture=self.capture, on_fallback=self._capture_failed)
+        else:
+            stepper = GrowingStepper(self.model, cache, attention, capacity)
+        try:
+            return decode(stepper, self.tokenizer, self.eos_ids, ids, logits, seeds, dec, route_lens, record,
+                          self._stop_table(dec.stop), self.stats)
+        finally:
+            for key, value in (("eager", stepper.eager), ("captures", stepper.captures), ("replays", stepper.replays)):
+                self.stats[key] += value
 
     def forget_prefixes(self) -> None:
         """Drop the identity prefills kept for mixed calls (the engine does, after a phase of them)."""
@@ -119,27 +179,29 @@ class Runner:
             return parse_route(route, self.num_layers, max_repeat=10**9)
         return validate_route(route, self.num_layers, max_repeat=10**9)
 
-    def suggest_batch_size(self, prompts: list[str], max_new_tokens: int, route_len: int,
-                           cap: int = 512) -> tuple[int, str]:
+    def suggest_batch_size(self, prompts: list[str], max_new_tokens: int, route_len: int) -> tuple[int, str]:
         """Prompts per generation job, and why. A CPU gains nothing from batches beyond 64 (they stop
-        fitting in its caches); a GPU takes as many prompts as 80% of its free memory holds, after room
-        for one prefill sub-batch and the shared prefill: the KV cache of the longest prompt plus
-        `max_new_tokens` at `route_len` positions, plus the logits, per prompt. An out-of-memory error
-        still halves the batch at run time."""
+        fitting in its caches); a GPU takes as many prompts as 80% of its free memory holds (`_rows_that_fit`;
+        no fixed cap). An out-of-memory error still halves the batch at run time."""
         if self.device.type == "cpu":
             return 64, "cpu"
         longest = max((len(self.encode(p)) for p in prompts), default=1) + max_new_tokens
+        return self._rows_that_fit(longest, route_len)
+
+    def _rows_that_fit(self, tokens: int, positions: int) -> tuple[int, str]:
+        """Decode rows of `tokens` KV positions at `positions` route positions that 80% of the GPU's free
+        memory holds, after room for one prefill sub-batch and the shared prefill: per row its KV cache
+        plus the logits and the sampler's float32 copies of them; and why."""
         free, _ = torch.cuda.mem_get_info(self.device)
         p = next(self.model.parameters())
         vocab = int(getattr(self.model.config, "vocab_size", 0) or getattr(self.arch.config, "vocab_size", 0) or 0)
-        per_row = longest * route_len * self._kv_bytes_per_token() + 3 * 4 * vocab
+        per_row = tokens * positions * self._kv_bytes_per_token() + 3 * 4 * vocab
         hidden = self._hidden_bytes() // p.element_size()
         inter = int(getattr(self.arch.config, "intermediate_size", 0) or 4 * hidden)
         reserve = self.prefill_tokens * (4 * hidden + 3 * inter) * p.element_size() + self.share_bytes
         fits = int((0.8 * free - reserve) // max(per_row, 1))
-        size = max(1, min(cap, fits))
-        return size, (f"{free / 2**30:.1f} GiB free, {per_row / 2**20:.1f} MiB per prompt "
-                      f"({longest} tokens x {route_len} layers)")
+        return max(1, fits), (f"{free / 2**30:.1f} GiB free, {per_row / 2**20:.1f} MiB per prompt "
+                              f"({tokens} tokens x {positions} layers)")
 
     def _kv_bytes_per_token(self) -> int:
         """Bytes of KV cache one token takes at one route position (measured with a one-token forward)."""
@@ -326,7 +388,9 @@ class Runner:
         as `_generate_batch` does; the positions it shares with the identity replayed from each prompt's own
         recording, `reachtui.model.prefix`), then all rows decode together."""
         width = max(len(x) for rows in ids for x in rows)
-        mixed = mixed_batch.MixedCache(self.arch, plans, [len(rows) for rows in ids], width + dec.max_new_tokens)
+        full = self._full(None)
+        mixed = mixed_batch.MixedCache(self.arch, plans, [len(rows) for rows in ids],
+                                       self._capacity(width, dec, full), full=full)
         logits, masks = [], []
         with torch.inference_mode():
             for n, ((route, silenced), rows) in enumerate(zip(plans, ids)):
@@ -346,8 +410,8 @@ class Runner:
             mixed.close(width)
             flat = [x for rows in ids for x in rows]
             with mixed_batch.installed_mixed(self.arch, mixed):
-                gens = decode(self.model, self.tokenizer, self.eos_ids, flat, mixed, torch.cat(masks), torch.cat(logits), [s for ss in seeds for s in ss],
-                                    dec, [len(route) for (route, _), rows in zip(plans, ids) for _ in rows])
+                gens = self._decode(mixed, torch.cat(masks), torch.cat(logits), flat, [s for ss in seeds for s in ss],
+                                    dec, [len(route) for (route, _), rows in zip(plans, ids) for _ in rows], None, full)
         out, at = [], 0
         for rows in ids:
             out.append(gens[at: at + len(rows)])
@@ -426,18 +490,74 @@ class Runner:
         tap = routing.PrefillTap()
         records = self._record(groups, inputs, share, tap) if share else None
 
+        full = self._full(record) and self.plain
+        packed = full and self.packing and self.mixing and len(plans) > 1 and len(unique) == len(ids) and not force
+        if packed:
+            yield from self._decode_packs(ids, plans, seeds, dec, ids_of, depths, share, tap, records, groups,
+                                          inputs, width)
+            return
         for pid, (route, silenced), row_seeds, d in zip(ids_of, plans, seeds, depths):
             d = min(d, share)
             with routing.installed(self.arch, route.layers, silenced, force=force, tap=tap if d else None), \
                     torch.inference_mode():
                 cache, attention, logits = self._prefill(groups, inputs, width, dec, tap if d else None,
-                                                         records, d)
+                                                         records, d, full=full)
                 if len(unique) < len(ids):   # identical prompts: one prefill, copied to every row
                     index = torch.tensor(row_of, device=self.device)
                     routing.select_rows(cache, index)
                     attention, logits = attention[index], logits[index]
-                gens = decode(self.model, self.tokenizer, self.eos_ids, ids, cache, attention, logits, row_seeds, dec, [len(route)] * len(ids), record)
+                gens = self._decode(cache, attention, logits, ids, row_seeds, dec, [len(route)] * len(ids), record,
+                                    full)
             yield pid, gens
+
+    def _decode_packs(self, ids, plans, seeds, dec: Decoding, ids_of, depths, share, tap, records, groups, inputs,
+                      width: int):
+        """On a GPU: several plans over the same (distinct) prompts decode as one mixed batch (`mixed.py`),
+        as many as the memory holds (`_rows_that_fit`; halved after an out-of-memory error); each plan is
+        prefilled straight into the batch's cache, replaying the shared identity prefill. Yields (plan id,
+        generations) as `_generate_batch` does."""
+        n = len(ids)
+        fit, _ = self._rows_that_fit(width + dec.max_new_tokens, max(len(route) for route, _ in plans))
+        for smaller in (self.max_pack_rows, self.batch_size_hint):   # sizes an out-of-memory error taught
+            if smaller is not None:
+                fit = min(fit, smaller)
+        per = max(1, fit // n)
+        todo = [list(range(k, min(k + per, len(plans)))) for k in range(0, len(plans), per)]
+        while todo:
+            pack = todo.pop(0)
+            try:
+                gens = self._decode_pack(ids, [plans[k] for k in pack], [seeds[k] for k in pack], dec,
+                                         [min(depths[k], share) for k in pack], tap, records, groups, inputs, width)
+            except Exception as exc:  # noqa: BLE001 - only OOM is handled here
+                if not is_oom(exc) or len(pack) == 1:
+                    raise
+                torch.cuda.empty_cache()
+                self.max_pack_rows = max(n, len(pack) * n // 2)
+                half = len(pack) // 2
+                todo[:0] = [pack[:half], pack[half:]]
+                continue
+            for k, g in zip(pack, gens):
+                yield ids_of[k], g
+
+    def _decode_pack(self, ids, plans, seeds, dec: Decoding, depths, tap, records, groups, inputs, width: int):
+        """One mixed batch of `plans`, each over every prompt of `ids`: per plan its generations."""
+        n = len(ids)
+        mixed = mixed_batch.MixedCache(self.arch, plans, [n] * len(plans), self._capacity(width, dec, True),
+                                       full=True)
+        logits, masks = [], []
+        with torch.inference_mode():
+            for j, ((route, silenced), d) in enumerate(zip(plans, depths)):
+                with routing.installed(self.arch, route.layers, silenced, tap=tap if d else None):
+                    _, attention, first = self._prefill(groups, inputs, width, dec, tap if d else None, records, d,
+                                                        cache=mixed.plan_cache(j))
+                logits.append(first)
+                masks.append(attention)
+            mixed.close(width)
+            with mixed_batch.installed_mixed(self.arch, mixed):
+                gens = self._decode(mixed, torch.cat(masks), torch.cat(logits), ids * len(plans),
+                                    [s for row in seeds for s in row], dec,
+                                    [len(route) for route, _ in plans for _ in range(n)], None, True)
+        return [gens[j * n:(j + 1) * n] for j in range(len(plans))]
 
     def _sub_batches(self, rows: list[list[int]]) -> list[range]:
         """Prefill sub-batches of `rows` (sorted by length: a sub-batch's last row is its longest), each at
@@ -480,12 +600,13 @@ class Runner:
                 records.append((tap.outputs, routing.recorded_kv(cache, depth)))
         return records
 
-    def _prefill(self, groups, inputs, width: int, dec: Decoding, tap, records, depth: int, cache=None):
+    def _prefill(self, groups, inputs, width: int, dec: Decoding, tap, records, depth: int, cache=None,
+                 full: bool = False):
         """The merged cache, attention mask and last-position logits of every unique prompt (written into
-        `cache` if given: a plain cache of width + max_new_tokens positions)."""
+        `cache` if given: a plain cache of width + max_new_tokens positions; `full`: a full-capacity one)."""
         if cache is None:
             n = sum(len(g) for g in groups)
-            cache = routing.new_cache(self.arch, capacity=width + dec.max_new_tokens, batch=n)
+            cache = routing.new_cache(self.arch, capacity=self._capacity(width, dec, full), batch=n, full=full)
         logits = []
         for k, (g, (input_ids, attention, position_ids)) in enumerate(zip(groups, inputs)):
             target = cache

@@ -29,6 +29,7 @@ class Probe:
     colour: str                 # in the charts
     why: str
     phase: str                  # its phase function in reachtui.engine.phases: (ctx, probe, spec) -> None
+    reads: tuple[str, ...] = ()  # the protocol's sections its attempts depend on besides its own spec
 
 
 REALIZED = Probe(
@@ -41,15 +42,15 @@ SAMPLE = Probe(
     why="K samples at a temperature, normal layer order; attempts are exchangeable, so pass@k")
 ROUTES = Probe(
     "routes", 2, "routes", reach=True, answer_aware=False, ordered=True, routed=True, temperature=0.0,
-    colour="orange", phase="routes",
+    colour="orange", phase="routes", reads=("routes_mode", "route_sampler"),
     why="K random layer routes, greedy under each; attempt j is route j")
 MCTS = Probe(
     "mcts", 3, "mcts", reach=True, answer_aware=True, ordered=True, routed=True, temperature=0.0,
-    colour="magenta", phase="mcts",
+    colour="magenta", phase="mcts", reads=("route_sampler", "mcts"),
     why="a tree search over routes rewarded by correctness (as in CoLa): answer-aware")
 MCTS_BLIND = Probe(
     "mcts-blind", 4, "mcts-blind", reach=True, answer_aware=False, ordered=True, routed=True, temperature=0.0,
-    colour="blue", phase="mcts",
+    colour="blue", phase="mcts", reads=("route_sampler", "mcts"),
     why="the same search rewarded by mean token log-prob. A reach probe: reachable means some attempt of "
         "the K is right, whatever chose the attempts (as for routes); only its search is answer-blind")
 

@@ -35,14 +35,14 @@ from reachtui.tables.mlp import MLP_COLUMNS, mlp_best, mlp_scan_table
 from reachtui.tables.questions import ATTEMPT_COLUMNS, attempts_table, questions_table
 from reachtui.tables.source import column_suffix, is_reach_probe, resolve_run, run_info, run_probes
 from reachtui.tables.summary import (SUMMARY_COLUMNS, SUMMARY_NOTE, closing, closing_lines, closing_table,
-                                     summary_lines, summary_rows, summary_table, summary_views)
+                                     header_lines, summary_lines, summary_rows, summary_table, summary_views)
 from reachtui.tables.table import Column, Table, select
 
 TABLES = ("summary", "questions", "attempts", "passk", "hits", "mlp-scan", "compare", "compare-questions")
 
 __all__ = [
     "TABLES", "build_table", "Table", "Column", "select",
-    "summary_rows", "summary_table", "summary_lines", "summary_views", "closing", "closing_table", "closing_lines",
+    "summary_rows", "summary_table", "summary_lines", "header_lines", "summary_views", "closing", "closing_table", "closing_lines",
     "SUMMARY_COLUMNS", "SUMMARY_NOTE", "questions_table", "attempts_table", "ATTEMPT_COLUMNS",
     "passk_table", "hits_table", "PASSK_COLUMNS", "HITS_COLUMNS", "mlp_scan_table", "mlp_best", "MLP_COLUMNS",
     "compare_runs", "compare_table", "compare_views", "Comparison", "CELLS", "COMPARE_COLUMNS", "transition",

@@ -69,8 +69,8 @@ class Comparison:
 
     run_a: dict[str, Any]
     run_b: dict[str, Any]
-    matched: bool  # same protocol hash
-    probes: list[str]  # reachability probes both runs have
+    matched: bool  # every compared figure is matched (realized, and each compared probe)
+    probes: list[str]  # reachability probes compared (both runs have them; matched, or --allow-unmatched)
     n_common: int
     table: Table
     # (measure, probe) -> cell -> question ids in task order; measure "realized" (probe None) or
@@ -78,6 +78,8 @@ class Comparison:
     cells: dict[tuple[str, str | None], dict[str, list[str]]]
     # per compared question (task order): (realized A, realized B, (reachable A per probe), (... B per probe))
     status: dict[str, tuple] | None = None
+    #: probes both runs have but not matched: probe -> the settings that differ (compared only when allowed)
+    unmatched: dict[str, str] = field(default_factory=dict)
     _cell_by_qid: dict[tuple[str, str | None], dict[str, str]] | None = field(default=None, repr=False, compare=False)
 
     def cell_of(self, qid: str, measure: str = "realized", probe: str | None = None) -> str | None:
@@ -119,6 +121,9 @@ class Comparison:
             raise ReachError(f"unknown measure {measure!r}; use realized, reachable or a probe name")
         probes = self.probes if probe is None else [probe]
         for p in probes:
+            if p in self.unmatched and p not in self.probes:
+                raise ReachError(f"probe {p!r} is not matched in runs {self.run_a['run']} and {self.run_b['run']} "
+                                 f"({self.unmatched[p]}); --allow-unmatched compares it anyway")
             if p not in self.probes:
                 raise ReachError(
                     f"probe {p!r} is not in both runs; common probes: {', '.join(self.probes) or 'none'}"
@@ -181,28 +186,63 @@ def _status_by_qid(con: sqlite3.Connection, run_id: int, probes: list[str]) -> d
             for q, qid, idx, _gold, _answer, real in con.execute(QUESTION_ROWS, {"run": run_id})}
 
 
+def match(info_a: dict[str, Any], info_b: dict[str, Any], probes: list[str]) -> tuple[str | None, dict[str, str]]:
+    """How two stored runs match (`reachtui.protocol.Protocol.match_keys`): (why realized is not matched, or
+    None; {probe: why it is not matched} for those of `probes` whose own settings differ). Runs with the same
+    protocol hash match on everything; a protocol this reachtui cannot read matches only by its hash."""
+    from reachtui.protocol import match_differences, stored_protocol
+
+    if info_a["protocol_hash"] == info_b["protocol_hash"]:
+        return None, {}
+    pa, pb = stored_protocol(info_a["protocol"]), stored_protocol(info_b["protocol"])
+    if pa is None or pb is None:
+        return (f"different protocols ({info_a['protocol_hash']} vs {info_b['protocol_hash']}), one of which this "
+                f"reachtui cannot read"), {}
+    ka, kb = pa.match_keys(), pb.match_keys()
+    realized = registry.REALIZED.name
+    if ka[realized] != kb[realized]:
+        return "different default deployments (" + ", ".join(match_differences(pa, pb)) + ")", {}
+    out = {}
+    for p in probes:
+        if p not in ka or p not in kb:      # attempts of a probe the protocol does not list: nothing to match by
+            out[p] = f"not in the protocol of run {(info_a if p not in ka else info_b)['run']}"
+        elif ka[p] != kb[p]:
+            out[p] = ", ".join(match_differences(pa, pb, p))
+    return None, out
+
+
 def compare_runs(source: Any, run_a: int, run_b: int, *, allow_unmatched: bool = False,
                  bootstrap: int = stats.DEFAULT_BOOTSTRAP, seed: int = 0) -> Comparison:
     """Run B against run A (B - A), per reachability probe both have, on the questions both have
-    (matched by the task's question id). Refuses differing protocol hashes unless `allow_unmatched`,
-    in which case every row is marked matched = false and the table carries a warning.
+    (matched by the task's question id).
+
+    Matched per probe (`match`): realized needs the runs' default deployments to agree, a probe also its own
+    settings; probes in one run only never block the others. Differing deployments are refused, and a
+    probe whose own settings differ is left out and named; `allow_unmatched` compares them anyway, marking
+    their rows matched = false under a warning.
 
     Every Δ has a 95% paired-bootstrap interval (`*_delta_lo`, `*_delta_hi`): the compared questions are
     resampled with replacement, each keeping both runs' outcomes (`bootstrap` replicates, seeded from
     `seed` and the probe), beside the exact McNemar p-value of the same transitions."""
     con = connection(source)
     info_a, info_b = run_info(con, run_a), run_info(con, run_b)
-    matched = info_a["protocol_hash"] == info_b["protocol_hash"]
+    probes_a, probes_b = run_probes(con, run_a), run_probes(con, run_b)
+    shared = [p for p in probes_a if p in probes_b]
+    deployment, unmatched = match(info_a, info_b, shared)
     warnings: list[str] = []
-    if not matched:
-        what = (f"runs {run_a} and {run_b} have different protocols "
-                f"({info_a['protocol_hash']} vs {info_b['protocol_hash']})")
+    notes: list[str] = []
+    if deployment is not None:
+        what = f"runs {run_a} and {run_b} have {deployment}"
         if not allow_unmatched:
             raise ReachError(f"{what}: not a matched comparison (--allow-unmatched to compare anyway)")
         warnings.append(f"UNMATCHED PROTOCOLS: {what}; differences may come from the protocol, not the model")
-    probes_a, probes_b = run_probes(con, run_a), run_probes(con, run_b)
-    probes = [p for p in probes_a if p in probes_b]
-    notes: list[str] = []
+    elif unmatched and allow_unmatched:
+        warnings.append("UNMATCHED PROBES: " + "; ".join(f"{p} ({why})" for p, why in unmatched.items())
+                        + "; their differences may come from the protocol, not the model")
+    elif unmatched:
+        notes += [f"{p}: not matched ({why}): not compared (--allow-unmatched to compare it anyway)"
+                  for p, why in unmatched.items()]
+    probes = [p for p in shared if allow_unmatched or p not in unmatched]
     for run, own, other in ((run_a, probes_a, probes_b), (run_b, probes_b, probes_a)):
         only = [p for p in own if p not in other]
         if only:
@@ -258,7 +298,7 @@ def compare_runs(source: Any, run_a: int, run_b: int, *, allow_unmatched: bool =
             mcnemar_exact(real_cell["gained"], real_cell["lost"]),
             len(cell["gained"]), len(cell["lost"]), len(cell["kept"]), len(cell["never"]),
             mcnemar_exact(len(cell["gained"]), len(cell["lost"])),
-            matched,
+            deployment is None and p not in unmatched,
         ))
     if not probes:
         rc = cells[("realized", None)]
@@ -271,8 +311,9 @@ def compare_runs(source: Any, run_a: int, run_b: int, *, allow_unmatched: bool =
                      math.nan, math.nan, math.nan, math.nan, math.nan,
                      len(rc["gained"]), len(rc["lost"]), len(rc["kept"]), len(rc["never"]),
                      mcnemar_exact(len(rc["gained"]), len(rc["lost"])), None, None, None, None,
-                     math.nan, matched))
-        notes.append("the runs share no reachability probe: realized only")
+                     math.nan, deployment is None))
+        notes.append("the runs share no matched reachability probe: realized only" if shared else
+                     "the runs share no reachability probe: realized only")
     notes.append("Δ intervals: 95% paired bootstrap over the compared questions"
                  + (f" ({bootstrap} replicates, seed {seed})" if bootstrap > 0 else " (off)"))
     title = (f"Run {run_b} ({info_b['model']}) vs run {run_a} ({info_a['model']}) on {info_a['task']}: "
@@ -281,7 +322,8 @@ def compare_runs(source: Any, run_a: int, run_b: int, *, allow_unmatched: bool =
     status = {q: (None if sa[q][1] is None else bool(sa[q][1]), None if sb[q][1] is None else bool(sb[q][1]),
                   tuple(None if h is None else bool(h) for h in sa[q][2:]),
                   tuple(None if h is None else bool(h) for h in sb[q][2:])) for q in common}
-    return Comparison(info_a, info_b, matched, probes, len(common), table, cells, status)
+    matched = deployment is None and not any(p in unmatched for p in probes)
+    return Comparison(info_a, info_b, matched, probes, len(common), table, cells, status, unmatched)
 
 
 def compare_table(source: Any, run_a: int, run_b: int, *, allow_unmatched: bool = False,

@@ -205,6 +205,14 @@ def fold_intervals(table: Table, *, with_value: bool = False) -> Table:
     return replace(table, columns=cols, rows=[tuple(cell(r, st) for st in plan) for r in table.rows])
 
 
+def human_cells(table: Table, *, inline_ci: bool = True) -> list[dict[str, str]]:
+    """Each row's cells as people read them (what md, latex and the terminal write, before any escaping),
+    by column name, each interval folded in (`inline_ci`: beside its value, "80.3 [75.1, 85.0]"). The app
+    shows a table's figures through this, so they read as the exports write them."""
+    folded = fold_intervals(table, with_value=inline_ci)
+    return [{c.name: human_value(v, c.kind, c.signed) for v, c in zip(row, folded.columns)} for row in folded.rows]
+
+
 #: Control characters (C0, DEL, C1) and the Unicode line and paragraph separators.
 _CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 

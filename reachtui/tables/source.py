@@ -42,7 +42,11 @@ def column_suffix(probe: str) -> str:
 
 
 def resolve_run(source: Any, spec: str | int | None) -> int:
-    """A run id from `spec`: an id, or None/"latest" for the most recently created run."""
+    """A run id from `spec`: an id; None or "latest" for the most recently created run; or a model's name
+    for that model's latest complete run (what `compare`, `open --compare`, `export --run` and `protocol`
+    accept alike)."""
+    from reachtui.store_queries import LATEST_COMPLETE_RUN_SQL
+
     con = connection(source)
     if spec is None or str(spec).strip().lower() == "latest":
         row = con.execute("SELECT max(id) FROM runs").fetchone()
@@ -50,9 +54,15 @@ def resolve_run(source: Any, spec: str | int | None) -> int:
             raise ReachError("the audit store has no runs yet")
         return int(row[0])
     text = str(spec).strip()
-    if not (text.isascii() and text.isdigit()):       # ASCII digits only ("١" is not run 1)
+    if not (text.isascii() and text.isdigit()):       # a model name ("١" is not run 1: ASCII digits only)
+        row = con.execute(LATEST_COMPLETE_RUN_SQL, {"model": text}).fetchone()
+        if row[0] is not None:
+            return int(row[0])
+        models = [m for (m,) in con.execute("SELECT DISTINCT m.name FROM runs r JOIN models m ON m.id = r.model_id "
+                                             "WHERE r.status = 'complete' ORDER BY m.name")]
         shown = text if len(text) <= 40 else text[:37] + "..."
-        raise ReachError(f"run must be a run id or 'latest', not {shown!r}")
+        raise ReachError(f"no run {shown!r}: not a run id, 'latest', or a model with a complete run "
+                         f"(models: {', '.join(models) or 'none yet'})")
     if len(text.lstrip("0")) > 19:                     # no SQLite integer (and no 4,300-digit conversion)
         raise ReachError(f"no run {text if len(text) <= 40 else text[:37] + '...'} in the audit store")
     run_id = int(text)

@@ -2,8 +2,8 @@
 honest (the chance control and excess, robust reachability, the answer-blind selectors and retained,
 the failure set, the answer scatter, 95% intervals). `summary_rows` gives the numbers as dicts,
 `summary_table` the exported table, `summary_views` its two narrower tables for people, `summary_lines`
-one line per probe (the audit's closing note, the app's header); `closing_table` and `closing_lines` are
-what `reachtui audit` prints when it ends.
+one line per probe (the audit's closing note), `header_lines` the app's intervals line; `closing_table`
+and `closing_lines` are what `reachtui audit` prints when it ends.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from reachtui import curves, stats
+from reachtui import curves, outcomes, stats
 from reachtui.control import Graded, RunControl, run_control
 from reachtui.outcomes import FAILURE_CANDIDATES_SQL, FAILURE_PREFIX, REALIZED_CTE, REALIZED_IDS_SQL
 from reachtui.probes import registry
 from reachtui.seeds import derive_seed
-from reachtui.stats import diff, frac, is_missing, ratio
+from reachtui.stats import diff, frac, is_missing
 from reachtui.tables.budget import control_points, curve_lines, groups_of, probe_curves
-from reachtui.tables.formats import fold_intervals, percent
+from reachtui.tables.formats import fold_intervals, human_cells, percent
 from reachtui.tables.mlp import mlp_lines
 from reachtui.tables.source import (RUN_QUESTIONS, budgets, chance, ci_columns, connection, run_info, run_notes,
                                     runs_label)
@@ -63,9 +63,10 @@ SUMMARY_COLUMNS = [
 #: What the intervals and the chance control mean, said under the summary (and the audit's closing table).
 SUMMARY_NOTE = (
     "95% intervals: Wilson for single proportions (realized, reachable, control, robust), a seeded "
-    "bootstrap over questions for gap, excess and retained (none for retained when the gap's interval "
-    "holds 0: the ratio is unbounded); control = the probe's answers scored against "
-    "another question's gold of the same answer stratum (chance control); excess = reachable - control; "
+    "bootstrap over questions for gap, excess and retained; retained = (blind - realized) / (reachable - "
+    "realized) only where the gap is positive (no gain to retain otherwise), its interval only where the "
+    "gap's interval lies above 0 (the ratio is unbounded otherwise); control = the probe's answers scored "
+    "against another question's gold of the same answer stratum (chance control); excess = reachable - control; "
     "robust = at least 2 correct attempts; answers/question = distinct extracted answers; no answer = "
     "share of attempts with no extracted answer; chance = 1-(1-1/m)^K for m-way multiple choice")
 
@@ -124,13 +125,11 @@ def _add_honest_numbers(rc: RunControl, realized_ok: set[int], rows: list[dict[s
             lambda m: stats.ratio_or_nan(m[3] - m[0], m[1] - m[0]),
             lambda m: m[1] - m[4],
         ], B=bootstrap, seed=b_seed)
-        gap_lo, gap_hi = intervals[0]
+        gap_lo = intervals[0][0]
         for key, (lo, hi) in zip(("gap", "retained_vote", "retained_logprob", "excess"), intervals):
-            if is_missing(row[key]):  # an undefined estimate gets no interval
-                lo = hi = math.nan
-            if key.startswith("retained") and bootstrap > 0 and not (gap_lo > 0 or gap_hi < 0):
-                # the gap's interval holds 0: the ratio is unbounded, neither it nor an interval is honest
-                row[key] = lo = hi = math.nan
+            if is_missing(row[key]) or (key.startswith("retained") and
+                                        not outcomes.retained_has_interval(row[key], gap_lo)):
+                lo = hi = math.nan   # an undefined estimate, or a ratio the gap's interval leaves unbounded
             row[f"{key}_lo"], row[f"{key}_hi"] = lo, hi
         curve = control_points(probe, [(s.n, s.control_hits, s.control_first) for s in scatter.values()])
         row["control_at_k"] = None
@@ -147,11 +146,11 @@ def summary_rows(source: Any, run_id: int, *, intervals: bool = False, bootstrap
         retained_vote, retained_logprob, failure, chance, pass_at_k, reachable_at_k
 
     n is the run's question count; realized is attempt 0 of the "realized" probe; reachable: some
-    attempt of the probe correct; blind_*: the answer-blind picks of reachtui.outcomes (vote, logprob);
-    retained = (blind - realized) / (reachable - realized); failure: the frozen set failure:<probe>,
-    else the live count (reachable, realized known wrong); chance: 1 - (1 - 1/m)^K for m-way multiple
-    choice; pass_at_k (sample) / reachable_at_k (routes, mcts, mcts-blind): the curve for k = 1..K
-    when every question has attempts, else None.
+    attempt of the probe correct; gap and retained as `reachtui.outcomes` defines them (retained NaN
+    where the gap is not positive); blind_*: the answer-blind picks of reachtui.outcomes (vote, logprob);
+    failure: the frozen set failure:<probe>, else the live count (reachable, realized known wrong);
+    chance: 1 - (1 - 1/m)^K for m-way multiple choice; pass_at_k (sample) / reachable_at_k (routes, mcts,
+    mcts-blind): the curve for k = 1..K when every question has attempts, else None.
 
     With `intervals=True` (what the audit's closing table and the app's header show), also, per row:
 
@@ -165,7 +164,7 @@ def summary_rows(source: Any, run_id: int, *, intervals: bool = False, bootstrap
         no_answer                         share of the probe's attempts with no extracted answer
         realized_lo/_hi, reachable_lo/_hi Wilson
         gap_lo/_hi, retained_vote_lo/_hi, retained_logprob_lo/_hi   bootstrap over questions (retained:
-                                          NaN when the gap's interval holds 0, the ratio being unbounded)
+                                          NaN unless the gap's interval lies above 0: the ratio is unbounded)
         control_at_k                      the control's budget curve (as pass_at_k / reachable_at_k)
 
     Bootstrap intervals use `bootstrap` replicates (0: none, NaN) seeded from `seed` and the probe name.
@@ -214,9 +213,9 @@ def summary_rows(source: Any, run_id: int, *, intervals: bool = False, bootstrap
             curve = curves.budget_curve(budget_curves[probe][1], registry.is_ordered(probe), budget, n)
         rows.append(dict(
             probe=probe, budget=budget, n=n, n_attempted=done, realized=realized, reachable=reachable,
-            gap=reachable - realized, blind_vote=b_vote, blind_logprob=b_lp,
-            retained_vote=ratio(diff(b_vote, realized), reachable - realized),
-            retained_logprob=ratio(diff(b_lp, realized), reachable - realized),
+            gap=outcomes.gap(reachable, realized), blind_vote=b_vote, blind_logprob=b_lp,
+            retained_vote=outcomes.retained(b_vote, realized, reachable),
+            retained_logprob=outcomes.retained(b_lp, realized, reachable),
             failure=n_frozen if n_frozen is not None else (live or 0), chance=chance(info, budget),
             pass_at_k=None if registry.is_ordered(probe) else curve,
             reachable_at_k=curve if registry.is_ordered(probe) else None))
@@ -226,11 +225,11 @@ def summary_rows(source: Any, run_id: int, *, intervals: bool = False, bootstrap
     return rows
 
 
-def summary_lines(rows: Sequence[dict[str, Any]], *, short: bool = False) -> list[str]:
+def summary_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     """One line per reachability probe from `summary_rows(..., intervals=True)`, for the audit's
-    closing note and the app's header: reachable, the chance control and the excess with their 95%
-    intervals, robust reachability, the answer scatter, and whether the probe beats chance (the lower
-    end of the excess interval above 0). `short` gives a compact form (percent, no scatter).
+    closing note: reachable, the chance control and the excess with their 95% intervals, robust
+    reachability, the answer scatter, and whether the probe beats chance (the lower end of the excess
+    interval above 0).
 
         routes K=16: reachable 80.5% [76.3, 84.1], control 10.5% [7.9, 13.8], excess +70.0 [65.2, 74.6]
           (beats chance); robust (>=2 hits) 61.0% [56.1, 65.7]; 17.2 distinct answers/question,
@@ -243,11 +242,6 @@ def summary_lines(rows: Sequence[dict[str, Any]], *, short: bool = False) -> lis
         lo = r.get("excess_lo")
         verdict = ("beats chance" if not is_missing(lo) and lo > 0 else
                    "not above chance" if not is_missing(lo) else "no interval")
-        if short:
-            out.append(f"{r['probe']} {percent(r['reachable'], r.get('reachable_lo'), r.get('reachable_hi'), digits=0)}"
-                       f" ctl {percent(r['control'], r.get('control_lo'), r.get('control_hi'), digits=0)}"
-                       f" exc {percent(r['excess'], r.get('excess_lo'), r.get('excess_hi'), signed=True, digits=0)}")
-            continue
         line = (f"{r['probe']} K={r['budget']}: reachable "
                 f"{percent(r['reachable'], r.get('reachable_lo'), r.get('reachable_hi'))}%, control "
                 f"{percent(r['control'], r.get('control_lo'), r.get('control_hi'))}%, excess "
@@ -260,6 +254,23 @@ def summary_lines(rows: Sequence[dict[str, Any]], *, short: bool = False) -> lis
                      f"{100 * r['no_answer']:.1f}% of attempts no answer")
         out.append(line)
     return out
+
+
+#: The summary table's columns the app's intervals line shows for each probe.
+HEADER_COLUMNS = ("reachable", "gap", "retained", "control", "excess")
+
+
+def header_lines(table: Table) -> list[str]:
+    """The app's intervals line (key `i`): per probe row of a one-run `summary_table`, the cells of
+    HEADER_COLUMNS exactly as the terminal table writes them (value and 95% interval, "–" where there is
+    none), then the table's notes on its gap and retained cells (`reachtui.outcomes.gap_retained_notes`)."""
+    labels = {c.name: c.header for c in table.columns}
+    lines = []
+    for cells in human_cells(table):
+        if cells["probe"] == REALIZED:
+            continue
+        lines.append(f"{cells['probe']}  " + "  ".join(f"{labels[c]} {cells[c]}" for c in HEADER_COLUMNS))
+    return lines + [n for n in table.notes if not n.startswith(SUMMARY_NOTE)]
 
 
 def _table_values(r: dict[str, Any], realized_row: dict[str, Any]) -> dict[str, Any]:
@@ -277,7 +288,7 @@ def _table_values(r: dict[str, Any], realized_row: dict[str, Any]) -> dict[str, 
         reachable=only("reachable"), reachable_lo=only("reachable_lo"), reachable_hi=only("reachable_hi"),
         control=r["control"], control_lo=r["control_lo"], control_hi=r["control_hi"],
         excess=only("excess"), excess_lo=only("excess_lo"), excess_hi=only("excess_hi"),
-        gap=diff(r["reachable"], realized) if is_probe else math.nan,
+        gap=outcomes.gap(r["reachable"], realized) if is_probe else math.nan,
         gap_lo=only("gap_lo"), gap_hi=only("gap_hi"),
         robust=only("robust"), robust_lo=only("robust_lo"), robust_hi=only("robust_hi"),
         blind_vote=only("blind_vote"), blind_logprob=only("blind_logprob"),
@@ -302,6 +313,7 @@ def summary_table(source: Any, run_ids: Sequence[int], *, bootstrap: int = stats
     notes: list[str] = []
     names = [c.name for c in SUMMARY_COLUMNS]
     graded: Graded = {}
+    cells: list[dict[str, Any]] = []    # what the gap and retained notes read
     for run_id in run_ids:
         info = run_info(con, run_id)
         got = summary_rows(con, run_id, intervals=True, bootstrap=bootstrap, seed=seed, graded=graded)
@@ -309,8 +321,10 @@ def summary_table(source: Any, run_ids: Sequence[int], *, bootstrap: int = stats
             values = dict(run=run_id, model=info["model"], task=info["task"], protocol_hash=info["protocol_hash"],
                           **_table_values(r, got[0]))
             rows.append(tuple(values[c] for c in names))
+            cells.append(dict(values, label=values["probe"] + (f", run {run_id}" if len(run_ids) > 1 else "")))
         done = {r["probe"]: r["n_attempted"] for r in got}
         notes += run_notes(info, done, got[0]["n"])
+    notes += outcomes.gap_retained_notes(cells, ("retained", "retained_logprob"))
     notes.append(SUMMARY_NOTE + (f" ({bootstrap} bootstrap replicates, seed {seed})" if bootstrap > 0 else
                                  " (bootstrap off: no gap/excess/retained intervals)"))
     title = "Realized vs reachable per probe" + runs_label(run_ids)
@@ -360,10 +374,12 @@ def closing_table(run_id: int, rows: Sequence[dict[str, Any]]) -> Table:
     columns = [by_name[c] for c in CLOSING_COLUMNS if c != "chance" or has_chance]
     values = [_table_values(r, rows[0]) for r in rows]
     note = ("blind: answer-blind pick among the K attempts (vote = majority answer, logprob = highest mean "
-            "log-prob); retained = (blind - realized) / (reachable - realized); failure set = reachable, "
-            "realized wrong" + ("; chance = 1-(1-1/m)^K" if has_chance else ""))
+            "log-prob); retained = (blind - realized) / (reachable - realized), only where the gap is positive; "
+            "failure set = reachable, realized wrong" + ("; chance = 1-(1-1/m)^K" if has_chance else ""))
+    notes = outcomes.gap_retained_notes([dict(v, label=v["probe"]) for v in values],
+                                        ("retained", "retained_logprob"))
     return Table("closing", f"run {run_id}: realized vs reachable, % of {rows[0]['n']} questions", columns,
-                 [tuple(v[c.name] for c in columns) for v in values], notes=[note])
+                 [tuple(v[c.name] for c in columns) for v in values], notes=[note, *notes])
 
 
 def chance_lines(rows: Sequence[dict[str, Any]]) -> list[str]:

@@ -60,8 +60,11 @@ ACTIONS: tuple[Action, ...] = (
     Action("live.cancel", "c", "app.cancel_work", "Cancel", "Cancel a running apply", show=False),
     Action("view.charts", "v", "app.charts", "Charts", "MLP scan, reachable@k, pass@k"),
     Action("view.intervals", "i", "app.intervals", "Intervals",
-           "Show/hide reachable beside its chance control, with 95% intervals, in the header", show=False),
-    Action("export.csv", "E", "app.export('questions', 'csv')", "Export", "Write the table as filtered now to a CSV file"),
+           "Show/hide per probe reachable, gap, retained, chance control and excess with 95% intervals "
+           "(as the summary export writes them) in the header", show=False),
+    Action("export.csv", "E", "app.export('questions', 'csv')", "Export",
+           "Write the table as filtered now to a CSV file in exports/ beside the store (git-ignored); the status "
+           "line says where"),
     Action("app.focus_next", "tab", "app.focus_next", "Focus", "Move the focus (question table, detail pane)", show=False),
     Action("compare.all", "a", "compare_all", "All", "Every compared question", scope="compare"),
     Action("compare.gained", "r", "compare_filter('realized', 'gained')", "Realized gained",

@@ -92,6 +92,7 @@ class ReachApp(App[None]):
         self._audit_run_id: int | None = None
         self._last_reload = 0.0
         self._reload_pending = False
+        self._audit_progress = None   # the audit's latest progress event: the bar shows it with the rows read after it
         self.last_export: Path | None = None
         self.last_live: dict[str, Any] | None = None
         self.last_apply: dict[str, Any] | None = None
@@ -217,7 +218,7 @@ class ReachApp(App[None]):
                 self.set_timer(RELOAD_EVERY_S, self._deferred_reload)
             return
         self._last_reload = now
-        self._reload_worker(self.run_info.id)
+        self._reload_worker(self.run_info.id, self._audit_progress if self.audit_running else None)
 
     def _deferred_reload(self) -> None:
         self._reload_pending = False
@@ -225,11 +226,13 @@ class ReachApp(App[None]):
             self.reload(force=True)
 
     @work(thread=True, exclusive=True, group="reload", exit_on_error=False, name="reload")
-    def _reload_worker(self, run_id: int) -> None:
+    def _reload_worker(self, run_id: int, progress=None) -> None:
+        """Read the run's rows; `progress` (the audit's event that asked for them, whose attempts are in the
+        store already) goes with them, so the bar and the counters show one moment."""
         data = AuditData(self.store_path)
         try:
             run = data.run(run_id)
-            loaded = RowsLoaded(run, data.rows(run), data.failure_sets(run_id))
+            loaded = RowsLoaded(run, data.rows(run), data.failure_sets(run_id), progress)
         finally:
             data.close()
         if not get_current_worker().is_cancelled:
@@ -239,6 +242,9 @@ class ReachApp(App[None]):
     def _rows_loaded(self, msg: RowsLoaded) -> None:
         if self.run_info is None or msg.run.id == self.run_info.id:
             self._show_rows(msg.run, msg.rows, msg.frozen)
+            ev = msg.progress
+            if ev is not None and self.audit_running and ev.run_id == msg.run.id:
+                self.main.query_one(RunHeader).progress(ev.done, ev.total, f"{ev.label} {ev.done}/{ev.total}")
 
     def _show_rows(self, run: RunInfo, rows: list[QRow], frozen: dict[str, dict[str, Any]]) -> None:
         new_run = self.run_info is None or self.run_info.id != run.id
@@ -253,7 +259,8 @@ class ReachApp(App[None]):
     # ---- the header's intervals -------------------------------------------------------------------
 
     def action_intervals(self) -> None:
-        """Toggle the header's honesty line: per probe reachable, chance control and excess, 95% intervals."""
+        """Toggle the header's honesty lines: per probe reachable, gap, retained, chance control and excess
+        with 95% intervals, as the summary export writes them, and its notes on gap and retained."""
         header = self.main.query_one(RunHeader)
         if header.intervals_shown:
             header.show_intervals(None)
@@ -266,13 +273,13 @@ class ReachApp(App[None]):
     @work(thread=True, exclusive=True, group="intervals", exit_on_error=False, name="intervals")
     def _intervals_worker(self, run_id: int) -> None:
         from reachtui.store import Store
-        from reachtui.tables import summary_lines, summary_rows
+        from reachtui.tables import header_lines, summary_table
 
         with Store(self.store_path, readonly=True) as store:
-            lines = summary_lines(summary_rows(store, run_id, intervals=True), short=True)
-        text = "   │ ".join(lines) if lines else "no reachability probe in this run"
+            lines = header_lines(summary_table(store, [run_id]))     # the cells `reachtui export summary` writes
+        text = "\n".join(lines) if lines else "no reachability probe in this run"
         if not get_current_worker().is_cancelled:
-            self.call_from_thread(self.main.query_one(RunHeader).show_intervals, f"95% CI  {text}")
+            self.call_from_thread(self.main.query_one(RunHeader).show_intervals, f"95% intervals\n{text}")
 
     # ---- the model --------------------------------------------------------------------------------
 
@@ -356,13 +363,23 @@ class ReachApp(App[None]):
         self.main.query_one(LivePane).result(msg.result)
 
     def apply_intervention(self, probe: str) -> None:
-        """Apply the edited intervention to failure:<probe> and the realized set (an engine job)."""
+        """Apply the edited intervention to failure:<probe> and the realized set (an engine job), or, when the
+        run already holds that exploration complete, re-open it."""
         iv = self.main.intervention
         if self.run_info is None:
             return
         if iv is not None and iv.is_default:
             self.notify("edit the layers first (x skip, + repeat, m silence MLP, e type a route)", severity="warning")
             return
+        if iv is not None and self.data is not None:
+            from reachtui.engine.mlp import stored_exploration
+
+            done = stored_exploration(self.data.store, self.run_info.id, probe, iv.layers, iv.silenced, iv.num_layers)
+            if done is not None:      # the same attempts again would add nothing: show the stored ones
+                self.main.reopen_exploration(done)
+                self.notify(f"already applied: exploration #{done['id']} re-opened (o lists every exploration)",
+                            title="apply")
+                return
         self._apply_cancel.clear()
         self._apply_worker(self.run_info.id, probe, iv)
 
@@ -388,6 +405,7 @@ class ReachApp(App[None]):
 
     def _start_audit(self) -> None:
         self.audit_running = True
+        self.model_status = "loading for the audit …"    # one story at start-up: the header and the bar agree
         self.main.query_one(RunHeader).progress(0, None, "loading the model …")
         self._audit_worker()
 
@@ -424,12 +442,13 @@ class ReachApp(App[None]):
         header = self.main.query_one(RunHeader)
         if ev.phase == DONE:
             self.audit_running = False
+            self._audit_progress = None
             header.progress(None, None)
             if watching:
                 self.reload(force=True)
             self.notify(f"the audit (run {ev.run_id}) finished: {ev.status}", title="audit")
         elif watching:
-            header.progress(ev.done, ev.total, f"{ev.label} {ev.done}/{ev.total}")
+            self._audit_progress = ev      # shown with the rows read after it (`_rows_loaded`)
             self.reload()
 
     # ---- charts, help, export ---------------------------------------------------------------------

@@ -36,6 +36,13 @@ class RunInfo:
         return str(self.protocol.get("answer_format", "number"))
 
     @property
+    def budgets(self) -> dict[str, int]:
+        """{probe: K} from the run's protocol (a probe's question is complete with K attempts)."""
+        from reachtui.tables.source import budgets
+
+        return budgets({"protocol": self.protocol})
+
+    @property
     def label(self) -> str:
         return f"run {self.id} · {self.model} · {self.task} · {self.protocol_hash[:8]} · {self.status}"
 
@@ -102,8 +109,9 @@ class AuditData:
     # ---- the question table -----------------------------------------------------------------------
 
     def rows(self, run: RunInfo) -> list[QRow]:
-        """One row per question of the run, in task order: realized, and per reach probe reachable and
-        first hit (1-based k). From the run's stored pass when it has one (a finished run: one row per
+        """One row per question of the run, in task order: realized, and per reach probe reachable, first
+        hit (1-based k) and whether all of its attempts are in (K of them, the protocol's budget; every one
+        once the run is complete). From the run's stored pass when it has one (a finished run: one row per
         probe and question), else one GROUP BY over the covering index `attempts_by_answer` (most of the
         first paint of a run still going)."""
         from reachtui.control import stored_pass
@@ -111,12 +119,14 @@ class AuditData:
         probes = run.probes
         pindex = {p: i for i, p in enumerate(probes)}
         n = len(probes)
-        agg: dict[int, tuple[list, list]] = {}
+        finished = run.status == "complete"
+        budget = [run.budgets.get(p, 0) for p in probes]
+        agg: dict[int, tuple[list, list, list]] = {}
         done: dict[int, bool | None] = {}
         kept = stored_pass(self.conn, run.id)
         read = (REALIZED.name,) if kept is not None else (REALIZED.name, *probes)   # the pass has the rest
-        for key, probe, any_ok, first in self.conn.execute(
-            f"SELECT question_id, probe, max(correct), min(CASE WHEN correct = 1 THEN attempt END) "
+        for key, probe, any_ok, first, count in self.conn.execute(
+            f"SELECT question_id, probe, max(correct), min(CASE WHEN correct = 1 THEN attempt END), count(*) "
             f"FROM attempts WHERE run_id = ? AND probe IN ({','.join('?' * len(read))}) GROUP BY probe, question_id",
             (run.id, *read)):
             if probe == REALIZED.name:
@@ -124,22 +134,23 @@ class AuditData:
                 continue
             entry = agg.get(key)
             if entry is None:
-                entry = agg[key] = ([None] * n, [None] * n)
+                entry = agg[key] = ([None] * n, [None] * n, [finished] * n)
             i = pindex[probe]
             entry[0][i] = bool(any_ok)
             entry[1][i] = first_hit(first)
+            entry[2][i] = finished or count >= budget[i]
         for i, probe in enumerate(probes if kept is not None else ()):
             for key, cell in kept[0].get(probe, {}).items():
-                entry = agg.setdefault(key, ([None] * n, [None] * n))
-                entry[0][i], entry[1][i] = cell.hits > 0, cell.first_hit
-        empty = ((None,) * n, (None,) * n)
+                entry = agg.setdefault(key, ([None] * n, [None] * n, [finished] * n))
+                entry[0][i], entry[1][i], entry[2][i] = cell.hits > 0, cell.first_hit, True
+        empty = ((None,) * n, (None,) * n, (finished,) * n)
         out = []
         for key, qid, question in self.conn.execute(
             "SELECT q.id, q.qid, q.question FROM run_questions rq JOIN questions q ON q.id = rq.question_id "
             "WHERE rq.run_id = ? ORDER BY q.idx", (run.id,)):
             entry = agg.get(key)
-            reach, first = (tuple(entry[0]), tuple(entry[1])) if entry else empty
-            out.append(QRow(key, qid, first_line(question), done.get(key), reach, first))
+            reach, first, complete = (tuple(entry[0]), tuple(entry[1]), tuple(entry[2])) if entry else empty
+            out.append(QRow(key, qid, first_line(question), done.get(key), reach, first, complete))
         return out
 
     # ---- a comparison of two runs ---------------------------------------------------------------------

@@ -12,9 +12,10 @@ from reachtui.engine.progress import Progress
 class RowsLoaded(Message):
     """A run's question rows and frozen sets, read in a worker."""
 
-    def __init__(self, run, rows: list, frozen: dict[str, dict[str, Any]]) -> None:
+    def __init__(self, run, rows: list, frozen: dict[str, dict[str, Any]], progress: Progress | None = None) -> None:
         super().__init__()
         self.run, self.rows, self.frozen = run, rows, frozen
+        self.progress = progress    # the audit's event the rows were read after (None: not an audit's reload)
 
 
 class EngineProgress(Message):

@@ -16,20 +16,26 @@ class QRow:
     realized: bool | None  # None: no default attempt yet
     reach: tuple[bool | None, ...]  # per reach probe: some attempt correct (None: no attempt yet)
     first_hit: tuple[int | None, ...]  # per reach probe: the k of its first hit (1-based)
+    #: per reach probe: all its attempts are in (its cell is final); None: wherever it has attempts
+    complete: tuple[bool, ...] | None = None
+
+    def done(self, p: int) -> bool:
+        """Probe p's attempts of this question are all in."""
+        return self.reach[p] is not None if self.complete is None else self.complete[p]
 
 
 def cell_status(row: QRow, p: int) -> str:
-    """A question's status under reach probe p (one table cell): realized (its default attempt is
-    correct), reached (not realized, but some attempt of the probe is: a failure-set member), unreached
-    (neither), pending (the audit has not written that attempt yet)."""
-    if row.realized:
-        return "realized"
+    """A question's cell under reach probe p: the probe's own outcome, as the tables count reachable
+    (`reachtui.outcomes`). hit: some attempt of the probe is correct and the default output is too;
+    reached: some attempt is correct and the default output is not (or not yet known): a failure-set
+    member; unreached: no attempt of the probe is correct (whatever the default output did); pending:
+    the audit has not written all of the probe's attempts and none is correct yet."""
     reach = row.reach[p]
-    if reach is None:
-        return "pending"
     if reach:
-        return "reached"
-    return "pending" if row.realized is None else "unreached"
+        return "hit" if row.realized else "reached"
+    if reach is None or not row.done(p):
+        return "pending"
+    return "unreached"
 
 
 @dataclass(frozen=True)
@@ -83,24 +89,31 @@ class Counters:
     realized: int
     reached: dict[str, int]  # probe -> questions with a correct attempt
     failure: dict[str, int]  # probe -> reachable and not realized (frozen set size when stored)
-    attempted: dict[str, int] | None = None  # probe -> questions with at least one attempt of it
+    complete: dict[str, int] | None = None  # probe -> questions with all of its attempts in (None: all)
 
-    def pct(self, k: int) -> float:
-        return 100.0 * k / self.n if self.n else 0.0
+    def final(self, probe: str | None = None) -> bool:
+        """Whether the figures of `probe` (None: realized) are final: every question has them."""
+        if probe is None:
+            return self.done == self.n
+        return self.complete is None or self.complete[probe] == self.n
+
+    def share(self, k: int) -> float:
+        """k questions as a share of the run's (0..1, as the tables write it)."""
+        return k / self.n if self.n else float("nan")
 
 
 def counters(rows: list[QRow], probes: tuple[str, ...], frozen: dict[str, int] | None = None) -> Counters:
     reached = {p: 0 for p in probes}
     failure = {p: 0 for p in probes}
-    attempted = {p: 0 for p in probes}
+    complete = {p: 0 for p in probes}
     done = realized = 0
     for r in rows:
         if r.realized is not None:
             done += 1
             realized += bool(r.realized)
         for i, p in enumerate(probes):
-            if r.reach[i] is not None:
-                attempted[p] += 1
+            if r.done(i):
+                complete[p] += 1
             if r.reach[i]:
                 reached[p] += 1
             if in_failure_set(r.realized, r.reach[i]):
@@ -108,7 +121,7 @@ def counters(rows: list[QRow], probes: tuple[str, ...], frozen: dict[str, int] |
     for p, size in (frozen or {}).items():
         if p in failure:
             failure[p] = size
-    return Counters(len(rows), done, realized, reached, failure, attempted)
+    return Counters(len(rows), done, realized, reached, failure, complete)
 
 
 

@@ -11,7 +11,7 @@ The baseline, measured in the same process on the same store: one plain aggregat
 table (`BASELINE_SQL`, both runs: 1,940,000 attempts), the best of a few. Each table is then built (with
 its intervals: 1,000 bootstrap replicates) for the first run ("[1]", what `reachtui export TABLE --run 1`
 builds, and what bench_tables.py times) and for both runs ("[1,2]"); compare and compare-questions for
-base vs tuned; and the app's header line (`summary_lines(summary_rows(..., intervals=True), short=True)`
+base vs tuned; and the app's header line (`header_lines(summary_table(...))`
 for one run, as reachtui/tui/app.py builds it). Printed per table: seconds (best of --repeat), ratio =
 seconds / baseline, PASS at <= 3.0. The raw attempts table (every column of every attempt, temperature and
 seed recomputed) is a dump, not an aggregate: it is also given as a ratio to `DUMP_SQL`, a plain
@@ -77,7 +77,7 @@ def groups_floor(path: Path) -> float:
 
 def header(store: Store, run_id: int) -> list[str]:
     """What the app's intervals header computes (reachtui/tui/app.py `_intervals_worker`)."""
-    return T.summary_lines(T.summary_rows(store, run_id, intervals=True), short=True)
+    return T.header_lines(T.summary_table(store, [run_id]))
 
 
 def jobs(store: Store) -> dict:

@@ -446,6 +446,355 @@ def section_demo_audit(args, sizes, workdir: Path) -> None:
                                  sampled_identical=same_s, figures=figures)
 
 
+
+# ------------------------------------------------------------------------------------------ GPU engine
+
+class GpuMeter:
+    """nvidia-smi sampled in the background (every 500 ms): the GPU's utilization and memory between two
+    marks. Nothing when nvidia-smi is not there (a CPU)."""
+
+    def __init__(self, workdir: Path) -> None:
+        import shutil
+        import subprocess
+
+        self.path = workdir / "smi.csv"
+        self.proc = None
+        if shutil.which("nvidia-smi"):
+            self.proc = subprocess.Popen(
+                ["nvidia-smi", "--query-gpu=timestamp,utilization.gpu,memory.used", "--format=csv,noheader,nounits",
+                 "-lms", "500"], stdout=open(self.path, "w"), stderr=subprocess.DEVNULL)
+
+    def samples(self) -> list[tuple[float, float, float]]:
+        from datetime import datetime
+
+        out = []
+        if not self.path.exists():
+            return out
+        for line in self.path.read_text().splitlines():
+            parts = [p.strip() for p in line.split(",")]
+            if len(parts) != 3:
+                continue
+            try:
+                t = datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+                out.append((t, float(parts[1]), float(parts[2])))
+            except ValueError:
+                continue
+        return out
+
+    def between(self, t0: float, t1: float) -> dict | None:
+        """Mean and share of samples >= 80% utilization, and peak memory (MiB), between wall times t0, t1."""
+        xs = [(u, m) for t, u, m in self.samples() if t0 <= t <= t1]
+        if not xs:
+            return None
+        return dict(util_mean=sum(u for u, _ in xs) / len(xs), util_ge80=sum(u >= 80 for u, _ in xs) / len(xs),
+                    mem_peak_mib=max(m for _, m in xs), samples=len(xs))
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+
+
+def word_tokenizer_for(texts: list[str], vocab_size: int):
+    """A word-level tokenizer (whitespace split) holding every word of `texts`, filled up to vocab_size."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3}
+    for text in texts:
+        for w in text.split():
+            if w not in vocab and len(vocab) < vocab_size:
+                vocab[w] = len(vocab)
+    i = 0
+    while len(vocab) < vocab_size:
+        vocab.setdefault(f"t{i}", len(vocab))
+        i += 1
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<s>", eos_token="</s>",
+                                   unk_token="<unk>")
+
+
+def gsm8k_items(path: str | None, n: int, smoke: bool) -> tuple[list[dict], str]:
+    """GSM8K test questions from `path` (a copy of ../shared/data/gsm8k/test.jsonl), else synthetic ones of
+    GSM8K's length (about 46 words)."""
+    if path and Path(path).is_file():
+        items = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+        return items[:n], f"GSM8K test set ({path})"
+    rng = random.Random(7)
+    words = "Janet ducks lay eggs per day She eats three for breakfast every morning and bakes muffins".split()
+    items = [dict(question=" ".join(rng.choice(words) for _ in range(rng.randrange(20, 80))) + " ?",
+                  answer=f"#### {rng.randrange(100)}") for _ in range(n)]
+    return items, "synthetic prompts of GSM8K's length"
+
+
+def roofline_s(lm, rows: int, prompt: int, steps: int, positions: int) -> float:
+    """The physical floor of decoding `rows` rows for `steps` steps at `positions` route positions: per step
+    the larger of (FLOPs / 800 TFLOP/s) and (weights + KV cache read / 4.8 TB/s) on an H200."""
+    cfg = lm.model.config
+    params = sum(p.numel() for p in lm.model.parameters())
+    embed = cfg.vocab_size * cfg.hidden_size
+    body = (params - embed) * positions / cfg.num_hidden_layers
+    kv_token = 2 * cfg.num_key_value_heads * (cfg.hidden_size // cfg.num_attention_heads) * 2 * positions
+    total = 0.0
+    for t in range(steps):
+        flops = 2 * rows * (body + embed)
+        bytes_ = 2 * (body + embed) + rows * (prompt + t) * kv_token
+        total += max(flops / 800e12, bytes_ / 4.8e12)
+    return total
+
+
+def section_exact(args, sizes) -> None:
+    """Captured steps give the tokens of eager ones, of a growing cache and of the model's own generate
+    (fp32 on the device); a repeated layer captured equals full recomputation; sampled rows captured equal
+    eager ones; a model whose step cannot be captured (MoE routing syncs) falls back, says so once, and
+    gives the same tokens."""
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2MoeConfig
+
+    from reachtui.generation import Decoding
+    from reachtui.model import routing
+    from reachtui.model.layers import discover
+    from reachtui.model.load import LoadedModel
+    from reachtui.model.run import Runner
+    from reachtui.routes import Route
+
+    say("")
+    say("== 6. exactness of captured decoding steps (float32 on the device) ==")
+    common = dict(vocab_size=1000, hidden_size=128, intermediate_size=256, num_hidden_layers=4, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=4096, tie_word_embeddings=False, bos_token_id=1,
+                  eos_token_id=2, pad_token_id=0)
+    tok = word_tokenizer(1000)
+    prompts = [" ".join(f"t{(7 * i + 3 * k) % 990 + 4}" for k in range(5 + 3 * i)) for i in range(8)]
+    out = {}
+    for name, cfg in (("qwen2", Qwen2Config(**common)),
+                      ("qwen2_moe", Qwen2MoeConfig(**common, num_experts=4, num_experts_per_tok=2,
+                                                   moe_intermediate_size=64, shared_expert_intermediate_size=128))):
+        torch.manual_seed(0)
+        with torch.device(args.device):
+            model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).eval()
+        lm = LoadedModel(name=name, path=None, model=model, tokenizer=tok, device=args.device, dtype="float32",
+                         arch=discover(model))
+        dec = Decoding(max_new_tokens=sizes["exact_new"])
+        ref = hf_generate(lm, prompts, len(prompts), sizes["exact_new"])
+        captured, eager, growing = Runner(lm), Runner(lm), Runner(lm)
+        eager.capture = False
+        growing.step_mode = "growing"
+        route = Route((0, 1, 2, 2, 3))
+        res = {}
+        for label, r in (("captured", captured), ("eager", eager), ("growing", growing)):
+            res[label] = dict(
+                identity=[g.token_ids for g in r.generate(prompts, decoding=dec)],
+                route=[g.token_ids for g in r.generate(prompts, route=route, decoding=dec)],
+                silenced=[g.token_ids for g in r.generate(prompts, silenced=frozenset({1}), decoding=dec)],
+                sampled=[g.token_ids for g in r.generate(prompts, decoding=Decoding(max_new_tokens=sizes["exact_new"],
+                                                                                 temperature=1.0),
+                                                         seeds=list(range(len(prompts))))])
+        # full recomputation of the routed tokens (no cache at all)
+        recomputed = []
+        for p in prompts:
+            ids = tok(p, return_tensors="pt").input_ids.to(args.device)
+            seq = ids
+            with routing.installed(lm.arch, route.layers, force=True), torch.inference_mode():
+                for _ in range(sizes["exact_new"]):
+                    nxt = routing.forward_full_logits(model, seq)[:, -1].argmax(-1, keepdim=True)
+                    seq = torch.cat([seq, nxt], dim=1)
+                    if nxt.item() == 2:
+                        break
+            recomputed.append(seq[0, ids.shape[1]:].tolist())
+        agree = lambda a, b: sum(x == y for x, y in zip(a, b))  # noqa: E731
+        n = len(prompts)
+        line = dict(identity_vs_generate=agree(res["captured"]["identity"], ref),
+                    captured_vs_eager={k: agree(res["captured"][k], res["eager"][k]) for k in res["captured"]},
+                    captured_vs_growing={k: agree(res["captured"][k], res["growing"][k]) for k in res["captured"]},
+                    route_vs_recomputed=agree(res["captured"]["route"], recomputed),
+                    captures=captured.stats["captures"], replays=captured.stats["replays"],
+                    notes=captured.notes[:], capture_on=captured.capture)
+        out[name] = line
+        say(f"{name}: identity == model.generate {line['identity_vs_generate']}/{n}; captured == eager "
+            f"{line['captured_vs_eager']}; captured == growing {line['captured_vs_growing']}; routed == recomputed "
+            f"{line['route_vs_recomputed']}/{n}; graphs captured {line['captures']}, replays {line['replays']}"
+            + (f"; fell back: {line['notes'][0]}" if line["notes"] else ""))
+        del model, lm, captured, eager, growing
+    RESULTS["exact"] = out
+
+
+def _audit_timed(store, runner, task, protocol, limit_s: float, label: str, meter: GpuMeter, lm, rows: int,
+                 prompt_tokens: float, positions: int) -> dict:
+    """One audit of `task` under `protocol`, stopped after `limit_s` (its rate then projects the whole);
+    per phase: wall time, attempts, new tokens, their rates and the GPU's utilization."""
+    from reachtui.engine.audit import run_audit
+
+    phases: dict[str, dict] = {}
+
+    def on_event(ev) -> None:
+        now, wall = time.perf_counter(), time.time()
+        ph = phases.setdefault(ev.phase, dict(t0=now, w0=wall, total=ev.total))
+        ph.update(t1=now, w1=wall, done=ev.done)
+
+    cancel = threading.Event()
+    timer = threading.Timer(limit_s, cancel.set)
+    timer.start()
+    t0 = time.perf_counter()
+    try:
+        res = run_audit(store, runner, model_name=lm.name, task=task, protocol=protocol, on_event=on_event,
+                        cancel=cancel, versions={"device": lm.device, "dtype": lm.dtype})
+        status = res.status
+        run_id = res.run_id
+    finally:
+        timer.cancel()
+    wall = time.perf_counter() - t0
+    out = dict(status=status, wall_s=wall, phases={})
+    for name, ph in phases.items():
+        if name not in ("realized", "routes", "sample"):
+            continue
+        sql = ("SELECT count(*), coalesce(sum(new_tokens), 0) FROM attempts WHERE run_id = ? AND probe = ?")
+        n, tokens = store.conn.execute(sql, (run_id, name)).fetchone()
+        secs = max(1e-9, ph["t1"] - ph["t0"])
+        projected = secs * ph["total"] / max(1, n)
+        gpu = meter.between(ph["w0"], ph["w1"])
+        floor = roofline_s(lm, rows * max(1, ph["total"] // rows), prompt_tokens, 256, positions if name == "routes"
+                           else lm.arch.num_layers) if name != "realized" else roofline_s(lm, rows, prompt_tokens,
+                                                                                            256, lm.arch.num_layers)
+        out["phases"][name] = dict(seconds=secs, attempts=n, total=ph["total"], new_tokens=tokens,
+                                   attempts_per_s=n / secs, tokens_per_s=tokens / secs, projected_s=projected,
+                                   gpu=gpu, roofline_s=floor)
+        util = f", GPU busy {gpu['util_mean']:.0f}% (>= 80% in {100 * gpu['util_ge80']:.0f}% of samples), peak " \
+               f"{gpu['mem_peak_mib'] / 1024:.1f} GiB" if gpu else ""
+        say(f"{label} {name}: {n}/{ph['total']} attempts in {secs:.1f} s ({n / secs:.0f} attempts/s, "
+            f"{tokens / secs:.0f} new tokens/s); whole phase {'measured' if n == ph['total'] else 'projected'} "
+            f"{projected:.1f} s; roofline {floor:.1f} s{util}")
+    return out
+
+
+def section_gsm8k(args, sizes, workdir: Path, meter: GpuMeter) -> None:
+    """The GSM8K test set on Qwen2.5-0.5B's shape (random weights, bf16), 256 new tokens: realized, routes
+    K = 32 and sample K = 32 through the audit engine, and the model's own generate on the same prompts."""
+    import torch
+
+    from reachtui.model.run import Runner
+    from reachtui.protocol import Protocol, protocol_from_options
+    from reachtui.store import Store
+    from reachtui.tasks import load_task
+
+    say("")
+    say("== 7. GSM8K scale: realized, routes K = 32, sample K = 32, 256 new tokens ==")
+    try:
+        import sqlite_utils  # noqa: F401
+    except ImportError:
+        say("gsm8k: SKIPPED: sqlite-utils is not importable (pass --wheels)")
+        RESULTS["gsm8k"] = dict(skipped="sqlite-utils not importable")
+        return
+    items, source = gsm8k_items(args.gsm8k, sizes["gsm8k_n"], args.smoke)
+    protocol0 = Protocol(max_new_tokens=sizes["gsm8k_new"])
+    texts = [protocol0.render_prompt(it["question"]) for it in items]
+    cfg = qwen2_config(args.smoke)
+    tok = word_tokenizer_for(texts, cfg.vocab_size)
+    dtype = "bfloat16" if args.device.startswith("cuda") else "float32"
+    lm = build_loaded(cfg, args.device, dtype, tok)
+    task_path = workdir / "gsm8k.jsonl"
+    task_path.write_text("".join(json.dumps(dict(question=it["question"], answer=it["answer"])) + "\n"
+                                 for it in items))
+    task = load_task(str(task_path), name="gsm8k")
+    lengths = [len(tok(t)["input_ids"]) for t in texts]
+    mean_len = sum(lengths) / len(lengths)
+    say(f"{len(items)} questions from the {source}: prompts {min(lengths)}-{max(lengths)} tokens (mean "
+        f"{mean_len:.0f}), word-level tokenizer; model {cfg.num_hidden_layers} layers, vocab {cfg.vocab_size}, "
+        f"{dtype}")
+    new = sizes["gsm8k_new"]
+    result = dict(questions=len(items), source=source, prompt_tokens_mean=mean_len, new_tokens=new)
+    runner = Runner(lm)
+    # the model's own generate on the same prompts, one batch of all of them (as reachtui's realized batch)
+    runner.generate(texts[:8], decoding=__import__("reachtui.generation", fromlist=["Decoding"]).Decoding(
+        max_new_tokens=4))
+    hf_generate(lm, texts[:8], 8, 4)
+    w0 = time.time()
+    t_hf, _ = timed(args.device, lambda: hf_generate(lm, texts, len(texts), new))
+    gpu = meter.between(w0, time.time())
+    say(f"model.generate: {len(texts)} prompts in one batch, {new} new tokens: {t_hf:.1f} s"
+        + (f", GPU busy {gpu['util_mean']:.0f}%" if gpu else ""))
+    result["generate_s"] = t_hf
+    result["generate_gpu"] = gpu
+    torch.cuda.empty_cache() if args.device.startswith("cuda") else None
+    L = cfg.num_hidden_layers
+    for label, probes, limit in (("realized", "realized", sizes["gsm8k_limit_realized"]),
+                                 ("routes", "routes", sizes["gsm8k_limit_probe"]),
+                                 ("sample", "sample", sizes["gsm8k_limit_probe"])):
+        if elapsed() > args.time_limit:
+            say(f"gsm8k {label}: SKIPPED (past --time-limit)")
+            continue
+        budget = None if label == "realized" else sizes["gsm8k_k"]
+        protocol = protocol_from_options(protocol0, probes=probes, budget=budget)
+        store = Store(workdir / f"gsm8k-{label}.sqlite")
+        res = _audit_timed(store, runner, task, protocol, limit, f"gsm8k {label}", meter, lm, len(items), mean_len,
+                           round(1.0 * L))
+        result[label] = res
+        if label == "realized":
+            ph = res["phases"].get("realized")
+            if ph:
+                ratio = ph["seconds"] / t_hf
+                say(f"realized / model.generate: {ratio:.2f} (part 1 target <= 1.0, part 2 <= 0.5)")
+                result["realized_over_generate"] = ratio
+        store.close()
+        if args.device.startswith("cuda"):
+            torch.cuda.empty_cache()
+    result["runner_stats"] = dict(runner.stats)
+    result["runner_notes"] = runner.notes[:]
+    say(f"decoding steps: {runner.stats['eager']} eager, {runner.stats['captures']} CUDA graphs captured, "
+        f"{runner.stats['replays']} replays; one-token attention (ms per call, fastest kept): "
+        f"{runner.stats.get('decode_attention')}" + (f"; notes: {runner.notes}" if runner.notes else ""))
+    RESULTS["gsm8k"] = result
+
+
+def section_live(args, sizes) -> None:
+    """A live run as the app makes one: one question, an edited route, 48 new tokens, on a model of a 7B
+    shape (Qwen2.5-7B's config, random weights, bf16): each call's time, captured and eager."""
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    from reachtui.generation import Decoding
+    from reachtui.model.layers import discover
+    from reachtui.model.load import LoadedModel
+    from reachtui.model.run import Runner
+    from reachtui.routes import Route
+
+    say("")
+    say("== 8. a live run on a 7B shape: one question, an edited route, 48 new tokens ==")
+    if args.smoke:
+        cfg = qwen2_config(True)
+    else:
+        cfg = Qwen2Config(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+                          num_attention_heads=28, num_key_value_heads=4, max_position_embeddings=32768,
+                          rms_norm_eps=1e-6, tie_word_embeddings=False, use_sliding_window=False, bos_token_id=1,
+                          eos_token_id=2, pad_token_id=0)
+    dtype = torch.bfloat16 if args.device.startswith("cuda") else torch.float32
+    torch.manual_seed(0)
+    t0 = time.perf_counter()
+    with torch.device(args.device):
+        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype).eval()
+    tok = word_tokenizer(cfg.vocab_size)
+    lm = LoadedModel(name="qwen2-7b-random", path=None, model=model, tokenizer=tok, device=args.device,
+                     dtype=str(dtype).replace("torch.", ""), arch=discover(model))
+    say(f"model: {sum(p.numel() for p in model.parameters()) / 1e9:.2f}B parameters, built in "
+        f"{time.perf_counter() - t0:.1f} s")
+    L = cfg.num_hidden_layers
+    route = Route(tuple(range(L // 2)) + (L // 2 - 1,) + tuple(range(L // 2, L)))
+    prompt = " ".join(f"t{i * 37 % 5000 + 4}" for i in range(60))
+    dec = Decoding(max_new_tokens=48)
+    out = {}
+    for label, capture in (("captured", True), ("eager", False)):
+        runner = Runner(lm)
+        runner.capture = capture and args.device.startswith("cuda")
+        times = []
+        for _ in range(sizes["live_repeats"]):
+            t, gens = timed(args.device, lambda: runner.generate([prompt], route=route, decoding=dec))
+            times.append(t)
+        out[label] = dict(seconds=times, tokens=gens[0].new_tokens, stats=dict(runner.stats))
+        say(f"live run {label}: " + ", ".join(f"{t:.3f}" for t in times) + f" s ({gens[0].new_tokens} tokens; "
+            f"target <= 0.3 s after the first capture)")
+    RESULTS["live"] = out
+    del model, lm
+
+
 # ------------------------------------------------------------------------------------------ main
 
 def main() -> int:
@@ -463,6 +812,10 @@ def main() -> int:
                     help="torch CPU threads [default: 1 with --smoke (a shared CPU), else torch's own]")
     ap.add_argument("--audit-side-limit", type=float, default=150.0,
                     help="seconds: each side of the demo audit stops (cancelled, compared as far as it got) after this")
+    ap.add_argument("--gsm8k", default=None, help="a copy of ../shared/data/gsm8k/test.jsonl (else synthetic prompts)")
+    ap.add_argument("--probe-limit", type=float, default=150.0,
+                    help="seconds: each GSM8K probe audit stops after this (its rate projects the whole)")
+    ap.add_argument("--only", default="", help="comma list: run only these sections")
     ap.add_argument("--time-limit", type=float, default=360.0,
                     help="seconds: sections that would start after this are skipped (said so); the demo audit "
                          "stops 120 s after it at the latest")
@@ -483,10 +836,12 @@ def main() -> int:
         return 2
     smoke = args.smoke
     sizes = dict(n=256, prompt_len=128, new=64, batch=64, repeats=2, route_repeats=1, dm_n=16, dm_new=16,
-                 oom_n=1024, oom_len=1024, limit=128, budget=4)
+                 oom_n=1024, oom_len=1024, limit=128, budget=4, exact_new=24, gsm8k_n=1319, gsm8k_new=256,
+                 gsm8k_k=32, gsm8k_limit_realized=120.0, gsm8k_limit_probe=args.probe_limit, live_repeats=4)
     if smoke:
         sizes = dict(n=8, prompt_len=12, new=6, batch=4, repeats=1, route_repeats=1, dm_n=4, dm_new=5,
-                     oom_n=6, oom_len=8, limit=6, budget=2)
+                     oom_n=6, oom_len=8, limit=6, budget=2, exact_new=6, gsm8k_n=6, gsm8k_new=5, gsm8k_k=2,
+                     gsm8k_limit_realized=60.0, gsm8k_limit_probe=60.0, live_repeats=2)
     if args.limit:
         sizes["limit"] = args.limit
     if args.budget:
@@ -508,7 +863,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="gpu_check-") as tmp:
         workdir = Path(tmp)
         lm = None
-        if not {"identity", "device_map", "oom"} <= skip:
+        only = {x.strip() for x in args.only.split(",") if x.strip()}
+        runs = lambda name: name not in skip and (not only or name in only)  # noqa: E731
+        if any(runs(name) for name in ("identity", "device_map", "oom")):
             cfg = qwen2_config(smoke)
             t, tok = timed("cpu", lambda: word_tokenizer(cfg.vocab_size))
             dtype = "bfloat16" if args.device.startswith("cuda") else "float32"
@@ -519,11 +876,17 @@ def main() -> int:
                 f"(tokenizer {t:.1f} s, model {t2:.1f} s)")
             RESULTS["model"] = dict(layers=cfg.num_hidden_layers, hidden=cfg.hidden_size, vocab=cfg.vocab_size,
                                     params=params, dtype=dtype)
-        sections = [("identity", lambda: section_identity(lm, args, sizes)),
+        meter = GpuMeter(workdir)
+        sections = [("exact", lambda: section_exact(args, sizes)),
+                    ("live", lambda: section_live(args, sizes)),
+                    ("gsm8k", lambda: section_gsm8k(args, sizes, workdir, meter)),
+                    ("identity", lambda: section_identity(lm, args, sizes)),
                     ("device_map", lambda: section_device_map(lm, args, sizes, workdir)),
                     ("oom", lambda: section_oom(lm, args, sizes)),
                     ("audit", lambda: section_demo_audit(args, sizes, workdir))]
         for name, fn in sections:
+            if only and name not in only:
+                continue
             if name in skip:
                 say("")
                 say(f"== {name}: SKIPPED (--skip) ==")
@@ -541,15 +904,22 @@ def main() -> int:
                 traceback.print_exc()
                 RESULTS.setdefault("errors", {})[name] = f"{type(exc).__name__}: {exc}"
             say(f"[{elapsed():.0f} s elapsed]")
+            if args.out:            # what is measured so far survives a kill
+                write_out(args.out)
+        meter.stop()
     RESULTS["seconds"] = elapsed()
     say("")
     say(f"gpu_check done in {elapsed():.0f} s" + (f"; sections with errors: {', '.join(failures)}" if failures else ""))
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "gpu_check.json").write_text(json.dumps(RESULTS, indent=1, default=str) + "\n")
-        (out / "gpu_check.txt").write_text("\n".join(LINES) + "\n")
+        write_out(args.out)
     return 1 if failures else 0
+
+
+def write_out(folder: str) -> None:
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gpu_check.json").write_text(json.dumps(RESULTS, indent=1, default=str) + "\n")
+    (out / "gpu_check.txt").write_text("\n".join(LINES) + "\n")
 
 
 if __name__ == "__main__":

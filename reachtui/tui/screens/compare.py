@@ -48,7 +48,7 @@ def header_line(probes) -> str:
 
 def score_lines(comparison) -> list[Text]:
     """The comparison's numbers, per probe: realized and reachable in A and B, Δ with its 95% paired-
-    bootstrap interval, McNemar p (the rows of `reachtui compare`)."""
+    bootstrap interval, McNemar p (the rows of `reachtui compare`); the probes it leaves out, and why."""
     a, b = comparison.run_a, comparison.run_b
     head = Text()
     head.append(f"run {b['run']} {b['model']}", style="bold")
@@ -58,6 +58,9 @@ def score_lines(comparison) -> list[Text]:
     for w in comparison.table.warnings:
         head.append(f"  {w}", style="bold red")
     lines = [head]
+    for note in comparison.table.notes:     # the probes left out: unmatched, or in one run only
+        if "not compared" in note:
+            lines.append(Text(note, style="yellow"))
     for r in comparison.table.dicts():
         t = Text()
         t.append(f"{r['probe'] or 'realized only'}: ", style="bold")
@@ -74,6 +77,8 @@ def score_lines(comparison) -> list[Text]:
 
 class CompareScreen(Screen):
     BINDINGS = bindings("compare")
+    #: under 110 columns both runs' outputs stack under the table, as on the main screen (app.tcss)
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
 
     def __init__(self, comparison) -> None:
         super().__init__()

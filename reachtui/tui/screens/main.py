@@ -300,9 +300,10 @@ class MainScreen(Screen):
         items = [(f"#{e['id']} {e['name']} · repaired {e['repaired']} · broken {e['broken']} · {e['status']}", e)
                  for e in data.explorations(run.id)]
         self.app.push_screen(PickScreen("explorations of this run (enter re-opens one)", items,
-                                        "no exploration yet: edit the layers, then A"), self._reopen_exploration)
+                                        "no exploration yet: edit the layers, then A"), self.reopen_exploration)
 
-    def _reopen_exploration(self, e: dict[str, Any] | None) -> None:
+    def reopen_exploration(self, e: dict[str, Any] | None) -> None:
+        """Show a stored exploration: its intervention on the layer strip, its counts, the questions it changed."""
         data, run = self.app.data, self.app.run_info
         if e is None or run is None or data is None:
             return

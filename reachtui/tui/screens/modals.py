@@ -19,10 +19,12 @@ from reachtui.tui.intervention import Intervention
 
 GLYPH_LEGEND = [
     ("✓ / ✗", "column R: the default output (greedy, normal layer order) is right / wrong"),
-    ("●", "realized: the default output already has the gold answer"),
-    ("◆ k", "reachable only: not realized, but this probe reached the gold; k = first hit (reachable@k)"),
-    ("○", "unreachable under this probe"),
-    ("…", "pending: the audit has not got there yet"),
+    ("● k", "a probe column: the probe's own attempts reached the gold, and the default output has it too; "
+            "k = first hit (reachable@k)"),
+    ("◆ k", "the probe reached the gold, the default output did not: a failure-set member"),
+    ("○", "no attempt of this probe reached the gold (even where the default output has it: a probe's column "
+          "counts its own attempts, as its reachable % in the header does)"),
+    ("…", "pending: the audit has not written all of this probe's attempts yet"),
 ]
 
 SECTIONS = [

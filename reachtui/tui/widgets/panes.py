@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Collapsible, ProgressBar, Static
 
+from reachtui.outcomes import gap
+from reachtui.tables.formats import human_value
 from reachtui.tui.data import RunInfo
 from reachtui.tui.state import Counters
 from reachtui.tui.diff import same_text, word_diff
@@ -84,30 +85,35 @@ class RunHeader(Vertical):
 
 
 def counter_text(run: RunInfo | None, c: Counters | None) -> Text:
+    """The header's counters: realized and, per probe, reachable, gap and the failure set's size, written as
+    the tables write them (`reachtui.tables.formats.human_value`, the gap of `reachtui.outcomes`). A
+    figure that is not final yet (the audit has not given every question its attempts) says so: "so far
+    (n of N questions)", and no gap."""
     t = Text()
     if run is None or c is None or not c.n:
         t.append("waiting for the first attempts…", style="dim")
         return t
     t.append("realized ", style="dim")
-    if c.done < c.n:
+    if not c.final():
         t.append(f"{c.realized} of {c.done} so far", style="bold green")
-        t.append(f" ({c.done}/{c.n} done)", style="dim")
+        t.append(f" ({c.done} of {c.n} questions)", style="dim")
     else:
-        t.append(f"{c.pct(c.realized):.1f}%", style="bold green")
+        t.append(f"{human_value(c.share(c.realized), 'frac')}%", style="bold green")
     for p in run.probes:
         t.append("  │ ", style="dim")
         t.append(f"{p} ", style="dim")
-        attempted = c.attempted[p] if c.attempted is not None else c.n
-        if attempted == 0:
+        complete = c.n if c.complete is None else c.complete[p]
+        if complete == 0 and not c.reached[p]:
             t.append("pending", style="dim italic")
             continue
-        if attempted < c.n:  # mid-audit: no percentage of n yet, so no gap either
-            t.append(f"{c.reached[p]} of {attempted} reached so far", style="bold yellow")
-            t.append(f" ({attempted}/{c.n} done)", style="dim")
+        if not c.final(p):
+            t.append(f"{c.reached[p]} reached so far", style="bold yellow")
+            t.append(f" ({complete} of {c.n} questions)", style="dim")
             continue
-        t.append(f"{c.pct(c.reached[p]):.1f}%", style="bold yellow")
-        gap = c.pct(c.reached[p]) - c.pct(c.realized)
-        t.append(f"  gap {gap:+.1f}", style="")
+        reachable = c.share(c.reached[p])
+        t.append(f"{human_value(reachable, 'frac')}%", style="bold yellow")
+        if c.final():
+            t.append(f"  gap {human_value(gap(reachable, c.share(c.realized)), 'frac', signed=True)}", style="")
         t.append(f"  F={c.failure[p]}", style="bold")
     t.append(f"  │ n={c.n}", style="dim")
     return t
@@ -247,6 +253,3 @@ class LivePane(Static):
         t.append(" of the realized set", style="dim")
         self.update(t)
 
-
-def legend() -> Group:
-    return Group(Text("● realized  ◆ reachable only (failure set)  ○ unreachable  … pending", style="dim"))

@@ -23,18 +23,22 @@ from reachtui.tui.state import QRow, cell_status
 
 ID_WIDTH = 12
 PROBE_WIDTH = 9
+#: A probe cell's glyph per `reachtui.tui.state.cell_status`: a probe column shows the probe's own hit, so
+#: its ● and ◆ together are the questions its reachable % counts.
 GLYPHS = {
-    "realized": "●",  # the default deployment already gets it
-    "reached": "◆",  # reachable under this probe only: a failure-set member
-    "unreached": "○",  # neither
-    "pending": "…",  # the audit has not got there yet
+    "hit": "●",  # the probe reached the gold, and the default output has it too
+    "reached": "◆",  # the probe reached the gold, the default output did not: a failure-set member
+    "unreached": "○",  # no attempt of the probe reached the gold
+    "pending": "…",  # the audit has not written all of the probe's attempts yet
 }
+#: The style part (a component class) a cell status is drawn in.
+STYLE_OF = {"hit": "realized", "reached": "reached", "unreached": "unreached", "pending": "pending"}
 
 
 def probe_cell(status: str, first_hit: int | None) -> str:
-    """The text of one probe cell: glyph, then the first hit k (1-based) when reached."""
+    """The text of one probe cell: glyph, then the first hit k (1-based) when the probe reached the gold."""
     glyph = GLYPHS[status]
-    hit = "" if first_hit is None or status != "reached" else str(first_hit)
+    hit = "" if first_hit is None or status not in ("hit", "reached") else str(first_hit)
     return f" {glyph} {hit:>4}  "[:PROBE_WIDTH].ljust(PROBE_WIDTH)
 
 
@@ -207,7 +211,7 @@ class QuestionTable(ScrollView, can_focus=True):
             out = [Segment(" ✗ ", styles[("unreached", cur)])]
         for p in range(len(self.probes)):
             status = cell_status(row, p)
-            out.append(Segment(probe_cell(status, row.first_hit[p]), styles[(status, cur)]))
+            out.append(Segment(probe_cell(status, row.first_hit[p]), styles[(STYLE_OF[status], cur)]))
         return out
 
     def render_line(self, y: int) -> Strip:
