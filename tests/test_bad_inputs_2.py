@@ -89,6 +89,16 @@ def _with_more_tokens(model: Path, extra: int) -> Path:
     return model
 
 
+def _null_device(path: Path) -> bool:
+    """A character device like /dev/null of our own (these tests never write to the system's /dev: a
+    regression would replace it for every process on the machine)."""
+    try:
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        return True
+    except (OSError, AttributeError):
+        return False
+
+
 def _jsonl(path: Path, rows) -> Path:
     path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
     return path
@@ -116,6 +126,7 @@ def env(tmp_path_factory):
     con.commit()
     con.close()
     os.mkfifo(root / "fifo")
+    _null_device(root / "null")
     # -- inputs --------------------------------------------------------------------------------------
     qids = [f"q{i:03d}" for i in range(6)]
     gens = [{"question_id": q, "probe": "realized", "attempt": 0, "output": "#### 1"} for q in qids]
@@ -268,8 +279,9 @@ CASES = [
     ("runs-store-a-fifo", ["runs", "--store", "{fifo}"], 2, "is not a regular file", None),
     ("audit-store-a-fifo", ["audit", "demo", "--task", "{t.jsonl}", "--store", "{fifo}"], 2,
      "is not a regular file", None),
-    ("import-store-dev-null", ["import", "{gens.jsonl}", "--task", "{t.jsonl}", "--store", "/dev/null"], 2,
-     "is not a regular file", None),
+    ("import-store-a-null-device", ["import", "{gens.jsonl}", "--task", "{t.jsonl}", "--store", "{null}"], 2,
+     "is not a regular file", "null"),
+    ("runs-store-a-null-device", ["runs", "--store", "{null}"], 2, "is not a regular file", "null"),
     # -- 3. a silently wrong model ------------------------------------------------------------------------
     ("audit-more-layers-than-weights", ["audit", "{more_layers}", "--task", "{t.jsonl}", "--store", S], 2,
      "--allow-missing-weights", "demo"),
@@ -386,6 +398,8 @@ def test_bad_input_is_one_line_with_its_exit_status_and_nothing_written(case, en
     monkeypatch.setattr("reachtui.jsonl.MAX_INFLATED", 8 << 20)      # the gzip bomb: 12 MiB of blanks
     if needs == "demo" and not HAVE_DEMO:
         pytest.skip("no demo model in assets/")
+    if needs == "null" and not (env.root / "null").exists():
+        pytest.skip("cannot make a character device here (mknod)")
     argv = [_fill(a, env) for a in argv]
     before = folder_state(env.root)
 
@@ -395,8 +409,7 @@ def test_bad_input_is_one_line_with_its_exit_status_and_nothing_written(case, en
     assert got == code, (got, err)
     assert "Traceback" not in err and "internal error" not in err, err
     assert lines == [lines[0]] and lines[0].startswith("error: ") and needle in lines[0], err
-    assert folder_state(env.root) == before, "a file changed"
-    assert not Path("/dev/null-journal").exists()
+    assert folder_state(env.root) == before, "a file changed"     # no -journal beside a device either
 
 
 # -- 1. output paths -----------------------------------------------------------------------------------------
@@ -432,10 +445,14 @@ def test_the_default_store_is_protected_too(env, tmp_path, capsys, monkeypatch):
     assert _runs_in(store) == [1, 2]
 
 
-def test_a_character_device_is_written_to_not_replaced(env, capsys):
-    code, _, err = run_cli(["export", "summary", "--store", env["good.sqlite"], "-o", "/dev/null"], capsys)
+def test_a_character_device_is_written_to_not_replaced(env, tmp_path, capsys):
+    """Before: `-o /dev/null` replaced /dev/null with an ordinary file (for every process on the machine)."""
+    null = tmp_path / "null"
+    if not _null_device(null):
+        pytest.skip("cannot make a character device here (mknod)")
+    code, _, err = run_cli(["export", "summary", "--store", env["good.sqlite"], "-o", str(null)], capsys)
     assert code == 0, err
-    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    assert stat.S_ISCHR(os.stat(null).st_mode) and os.stat(null).st_rdev == os.makedev(1, 3)
 
 
 def test_a_fifo_with_a_reader_gets_the_table_and_stays_a_fifo(env, tmp_path, capsys):
@@ -475,16 +492,22 @@ def test_a_symlink_stays_a_symlink_and_its_target_gets_the_table(env, tmp_path, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling.csv", "link.csv", "new.csv", "real.csv"]
 
 
+@pytest.mark.skipif(not Path("/proc/self/fd/1").exists(), reason="needs /proc/self/fd")
 def test_an_output_that_is_stdout_redirected_to_a_file_is_written_through_it(env, tmp_path):
+    """`-o /dev/stdout` (here a link of our own to /proc/self/fd/1, as /dev/stdout is: before, the link itself
+    was replaced by an ordinary file) with stdout redirected to a file: the table lands in that file, after
+    what it held."""
+    stdout = tmp_path / "stdout"
+    stdout.symlink_to("/proc/self/fd/1")
     out = tmp_path / "out.txt"
     with open(out, "w") as fh:
         fh.write("before\n")
         fh.flush()
         proc = subprocess.run([sys.executable, "-m", "reachtui", "export", "passk", "--store", env["good.sqlite"],
-                               "--csv", "-o", "/dev/stdout"], stdout=fh, stderr=subprocess.PIPE, timeout=120)
+                               "--csv", "-o", str(stdout)], stdout=fh, stderr=subprocess.PIPE, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    text = out.read_text()
-    assert text.startswith("before\nrun,probe,estimator,k,value,") and not out.is_symlink()
+    assert out.read_text().startswith("before\nrun,probe,estimator,k,value,")
+    assert stdout.is_symlink() and os.readlink(stdout) == "/proc/self/fd/1"
 
 
 # -- 2. orphaned rows and run ids ------------------------------------------------------------------------------
