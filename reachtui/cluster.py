@@ -90,7 +90,7 @@ class Worker:
         loaded = self._runner().loaded
         return dict(name=loaded.name, path=str(loaded.path), model_class=loaded.arch.model_class,
                     num_layers=self.runner.num_layers, device=str(loaded.device), dtype=str(loaded.dtype),
-                    max_positions=self.runner.max_positions, **runtime_info())
+                    max_positions=self.runner.max_positions, load_report=loaded.load_report, **runtime_info())
 
     def prompt_lengths(self, prompts: list[str]) -> list[int]:
         return self._runner().prompt_lengths(prompts)
@@ -145,7 +145,8 @@ class RayRunner:
 
     def __init__(self, model: str, *, address: str = "", workers: int | None = None, threads: int = 1,
                  device: str = "auto", dtype: str = "auto", trust_remote_code: bool = False,
-                 allow_download: bool = False, allow_pickle: bool = False) -> None:
+                 allow_download: bool = False, allow_pickle: bool = False,
+                 allow_missing_weights: bool = False) -> None:
         address = check_options(address, workers, device)
         if threads < 1:
             raise ReachError(f"--threads must be at least 1, not {threads}")
@@ -167,7 +168,8 @@ class RayRunner:
             self._start(model, workers, threads, device, dict(device=device, dtype=dtype,
                                                              trust_remote_code=trust_remote_code,
                                                              allow_download=allow_download,
-                                                             allow_pickle=allow_pickle))
+                                                             allow_pickle=allow_pickle,
+                                                             allow_missing_weights=allow_missing_weights))
         except BaseException:
             self.close()
             raise

@@ -269,6 +269,19 @@ def _uniform(correct: int | None, count: int) -> bool | None:
 _OPEN = object()  # a pick that groups leave open: the attempts are looked up
 
 
+def _refuse_unreadable(con: sqlite3.Connection, run_id: int, probe: str, q: int) -> None:
+    """DamagedStore: an attempt's `correct` is neither 0, 1 nor NULL (edited outside reachtui), so no count
+    of correct attempts can be trusted."""
+    from reachtui.errors import DamagedStore
+
+    value = con.execute("SELECT correct FROM attempts WHERE run_id = ? AND probe = ? AND question_id = ? "
+                        "AND correct NOT IN (0, 1) LIMIT 1", (run_id, probe, q)).fetchone()[0]
+    path = next((row[2] for row in con.execute("PRAGMA database_list") if row[1] == "main"), "") or "(in memory)"
+    raise DamagedStore(path, f"an attempt of run {run_id} (probe {probe}) has correct = {value!r}, not 0, 1 or "
+                             f"empty", hint="It was changed outside reachtui: restore the store from a backup, or "
+                                            "set that column back to 0 or 1")
+
+
 def _fold_groups(con: sqlite3.Connection, run_id: int, rc: RunControl, partner_gold: dict[int, str | None],
                  equal: dict[tuple[str, str], bool]) -> None:
     """`run_control`'s pass: fold each probe's answer groups into one Scatter per question. `equal`: the
@@ -303,8 +316,10 @@ def _fold_groups(con: sqlite3.Connection, run_id: int, rc: RunControl, partner_g
                 open_lp.append((probe, q_now))
             cells[q_now] = Scatter(n, c, no_answer, distinct, c_hits, c_first, first_ok, vote, lp)
 
-        for q, answer, count, first, correct, best_lp in con.execute(ANSWER_GROUPS_SQL,
-                                                                     {"run": run_id, "probe": probe}):
+        for q, answer, count, first, correct, best_lp, unreadable in con.execute(ANSWER_GROUPS_SQL,
+                                                                                 {"run": run_id, "probe": probe}):
+            if unreadable:
+                _refuse_unreadable(con, run_id, probe, q)
             if q != q_now:  # groups come ordered by question
                 if q_now is not None:
                     close()

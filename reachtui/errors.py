@@ -39,12 +39,13 @@ class DamagedStore(EnvironmentFault):
     """The audit store's file is damaged (a corrupted page, not an SQLite database any more). Nothing is
     ever written into it; the message says how to recover what is readable."""
 
-    def __init__(self, path, detail: str) -> None:
+    def __init__(self, path, detail: str, hint: str | None = None) -> None:
+        """`hint`: how to recover, when `.recover` (which copies what is readable) is not the way."""
         self.path = Path(path)
         fixed = self.path.with_name(self.path.stem + "-recovered" + (self.path.suffix or ".sqlite"))
-        super().__init__(
-            f"the store {path} is damaged ({detail}); nothing was written to it. Recover what is readable "
-            f"into a new file with: sqlite3 {path} \".recover\" | sqlite3 {fixed} (then use --store {fixed})")
+        hint = hint or (f"Recover what is readable into a new file with: sqlite3 {path} \".recover\" | sqlite3 "
+                        f"{fixed} (then use --store {fixed})")
+        super().__init__(f"the store {path} is damaged ({detail}); nothing was written to it. {hint}")
 
 
 # SQLite's primary result codes that mean the environment, not the query.

@@ -5,15 +5,18 @@ same thing everywhere. Formats (`fmt`):
 
 - ``number`` (GSM8K and the demo task): the fast path. Regexes and exact rational arithmetic
   (`fractions.Fraction`), never floats and never sympy: "12.0" = "12", "$1,234" = "1234", "3/4" = "0.75".
-- ``math``: expressions, ``\\frac``, ``\\sqrt``, intervals. Plain numbers still take the fast path; anything
-  else goes to math-verify (imported lazily: ``import reachtui.grading`` stays cheap). math-verify guards
-  its parse/verify with ``signal.alarm``, which only works in the main thread, and grading runs in worker
-  threads, so we call ``parse(..., parsing_timeout=None)`` and ``verify(..., timeout_seconds=None)``. Our own
-  guard instead: answers longer than `MAX_MATH_CHARS` are compared as strings, never handed to sympy.
+- ``math``: expressions, ``\\frac``, ``\\sqrt``, intervals. Plain numbers still take the fast path, and equal
+  strings need no sympy; anything else goes to math-verify in a worker process with a time limit
+  (`reachtui.math_worker`: math-verify's own ``signal.alarm`` works only in the main thread, and sympy
+  cannot be stopped in a thread), `MATH_TIMEOUT_S` per comparison. A comparison that runs past it counts
+  as no answer, with rule ``timeout`` (so one pathological output, ``\\boxed{9^{9^{9^{9}}}}``, costs the
+  audit seconds, not every later math grade). Each (answer, gold) pair is compared once per process.
+  Answers longer than `MAX_MATH_CHARS` are compared as strings, never handed to sympy.
 - ``choice``: a letter A–Z ("(B)", "B)", "Answer: B", "The answer is (B)").
 - ``exact``: stripped strings.
 
-Extraction tries, in order, and records which rule fired: ``hash`` (``#### N``, first one, as lm-eval's
+Extraction tries, in order, and records which rule fired (``timeout``: a math answer math-verify could not
+compare in time, stored as no answer): ``hash`` (``#### N``, first one, as lm-eval's
 strict-match), ``the_answer_is`` ("The (final) answer is N", first one, any case), ``boxed`` (last
 ``\\boxed{…}``, balanced braces), ``answer_colon`` ("Answer: N" / "A: N", first one), then ``last_number``
 (lm-eval's flexible-extract). The phrase rules read the rest of their line: a ``\\boxed{}`` there wins,
@@ -41,8 +44,10 @@ from functools import lru_cache
 GRADER_VERSION = 1
 
 FORMATS = ("number", "math", "choice", "exact")
-RULES = ("hash", "the_answer_is", "boxed", "answer_colon", "last_number", "choice", "exact")
-MAX_MATH_CHARS = 300  # longer answers never reach sympy (it has no timeout in threads)
+RULES = ("hash", "the_answer_is", "boxed", "answer_colon", "last_number", "choice", "exact", "timeout")
+MAX_MATH_CHARS = 300  # longer answers never reach sympy
+#: Seconds one math-verify comparison may take (math-verify's own default is 5 s per call).
+MATH_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -253,7 +258,13 @@ def extract_answer(text: str, fmt: str = "number") -> tuple[str | None, str | No
 
 
 def equivalent(pred: str | None, gold: str, fmt: str = "number") -> bool:
-    """Is the extracted answer `pred` the gold answer? Numbers compare exactly as rationals."""
+    """Is the extracted answer `pred` the gold answer? Numbers compare exactly as rationals. A math
+    comparison that runs out of time is False (`compare` tells it apart)."""
+    return bool(compare(pred, gold, fmt))
+
+
+def compare(pred: str | None, gold: str, fmt: str = "number") -> bool | None:
+    """`equivalent`, with None for a math comparison math-verify did not finish in MATH_TIMEOUT_S."""
     if pred is None or gold is None:
         return False
     gold = str(gold)
@@ -274,39 +285,35 @@ def equivalent(pred: str | None, gold: str, fmt: str = "number") -> bool:
 
 
 def grade(text: str, gold: str, fmt: str = "number") -> Grade:
-    """Extract the answer from `text` and compare it with `gold`; see the module docstring for the rules."""
+    """Extract the answer from `text` and compare it with `gold`; see the module docstring for the rules. A
+    math answer that cannot be compared in time is no answer (rule ``timeout``)."""
     answer, rule = extract_answer(text, fmt)
-    return Grade(answer=answer, rule=rule, correct=equivalent(answer, gold, fmt))
+    same = compare(answer, gold, fmt)
+    if same is None:
+        return Grade(answer=None, rule="timeout", correct=False)
+    return Grade(answer=answer, rule=rule, correct=same)
 
 
 # ---------------------------------------------------------------------------------------- math-verify
 
-_MV_LOCK = threading.Lock()
+_WORKER = None
+_WORKER_LOCK = threading.Lock()
 
 
-@lru_cache(maxsize=8192)
-def _mv_parse(expr: str):
-    from math_verify import parse
+def _worker():
+    global _WORKER
+    with _WORKER_LOCK:
+        if _WORKER is None:
+            from reachtui.math_worker import MathWorker
 
-    return parse(f"${expr}$", parsing_timeout=None)
+            _WORKER = MathWorker()
+        return _WORKER
 
 
-def _math_verify(pred: str, gold: str) -> bool:
-    """math-verify without its signal-based timeouts (we run in worker threads). It is imported on first
-    use, its "timeout disabled" warning silenced, and it is serialised: sympy holds the GIL anyway."""
+@lru_cache(maxsize=65536)
+def _math_verify(pred: str, gold: str) -> bool | None:
+    """math-verify's verdict on (pred, gold) from its worker process, None past MATH_TIMEOUT_S (cached too:
+    an output repeated over K samples waits once)."""
     if len(pred) > MAX_MATH_CHARS or len(gold) > MAX_MATH_CHARS:
         return False
-    with _MV_LOCK:
-        import math_verify
-        import math_verify.grader
-        import math_verify.parser
-
-        math_verify.parser.TIMEOUT_WARNING_SHOWN = True
-        math_verify.grader.TIMEOUT_WARNING_SHOWN = True
-        try:
-            g, p = _mv_parse(gold), _mv_parse(pred)
-            if not g or not p:
-                return False
-            return bool(math_verify.verify(g, p, timeout_seconds=None))
-        except Exception:  # math-verify's own errors mean "could not show equal"
-            return False
+    return _worker().equal(pred, gold, MATH_TIMEOUT_S)

@@ -3,19 +3,30 @@
 The one reader of task files (`reachtui.tasks`) and imported generations (`reachtui.engine.importing`):
 `objects(path)` yields (line number, object) for the file's non-blank lines, and anything unreadable
 fails with `ReachError` as `file:line: what` (not UTF-8 text, bad JSON, not an object, a lone surrogate
-escape). A byte-order
-mark at the start is allowed; a gzip file (by its .gz suffix or its magic bytes) is read through gzip
-unless the caller says otherwise.
+escape, an integer of more digits than Python converts, nesting deeper than the parser's recursion limit).
+A byte-order mark at the start is allowed; a gzip file (by its .gz suffix or its magic bytes) is read
+through gzip unless the caller says otherwise, streamed line by line and refused past `MAX_INFLATED` bytes
+(a small file that inflates to gigabytes is one line, not an exhausted memory); no line may be longer than
+`MAX_LINE` bytes.
 """
 
 from __future__ import annotations
 
 import gzip
+import io
 import json
-from collections.abc import Iterator
+import zlib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from reachtui.errors import ReachError
+
+#: The most bytes a compressed file may inflate to (an lm-eval log of 1,319 questions x 64 samples is
+#: about 50 MB uncompressed), and the longest line of any file (decoded and parsed, a line takes about three
+#: times its size in memory).
+MAX_INFLATED = 1 << 30
+MAX_LINE = 64 << 20
+_CHUNK = 1 << 20
 
 
 def read_bytes(path: Path, shown: str | None = None) -> bytes:
@@ -32,15 +43,78 @@ def read_bytes(path: Path, shown: str | None = None) -> bytes:
         raise ReachError(f"{shown}: cannot read: {exc.strerror or exc}") from None
 
 
-def parse(data: bytes, shown: str, *, gz: bool = True) -> Iterator[tuple[int, dict]]:
-    """(line number, object) of each non-blank line of `data` (a file's bytes, named `shown` in errors).
-    With `gz`, gzip-compressed data is decompressed first. Line numbers count the lines of the text."""
-    if gz and (shown.endswith(".gz") or data[:2] == b"\x1f\x8b"):
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise ReachError(f"{shown}: not a readable gzip file: {exc}") from None
-    for lineno, raw in enumerate(data.splitlines(), start=1):
+def _breaks(data: bytes) -> int:
+    """How many line breaks `bytes.splitlines` finds in `data` (\\n, \\r\\n, \\r)."""
+    return data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
+
+
+def _lines(chunks: Iterable[bytes], shown: str) -> Iterator[tuple[int, bytes]]:
+    """(line number, line without its ending) of the concatenated `chunks`, split as `bytes.splitlines`
+    splits (\\n, \\r\\n, \\r), also across chunk boundaries. Runs of blank lines are counted, not split
+    (a file of a billion newlines reads in seconds); a line over MAX_LINE bytes is refused as it grows."""
+    pending: list[bytes] = []
+    held = count = 0
+    for chunk in chunks:
+        if b"\n" not in chunk and b"\r" not in chunk and not (pending and pending[-1].endswith(b"\r")):
+            pending.append(chunk)
+            held += len(chunk)
+            if held > MAX_LINE:
+                raise ReachError(f"{shown}:{count + 1}: a line longer than {MAX_LINE >> 20} MiB")
+            continue
+        data = b"".join(pending) + chunk if pending else chunk
+        end = max(data.rfind(b"\n"), data.rfind(b"\r"))
+        if end == len(data) - 1 and data.endswith(b"\r"):      # a \r whose \n may come in the next chunk
+            end = max(data.rfind(b"\n", 0, end), data.rfind(b"\r", 0, end))
+        whole, rest = data[:end + 1], data[end + 1:]
+        pending = [rest] if rest else []
+        held = len(rest)
+        if whole.isspace():                   # blank lines only
+            count += _breaks(whole)
+            continue
+        for line in whole.splitlines():
+            count += 1
+            if len(line) > MAX_LINE:
+                raise ReachError(f"{shown}:{count}: a line longer than {MAX_LINE >> 20} MiB")
+            yield count, line
+    if pending:
+        tail = b"".join(pending)
+        if tail.endswith(b"\r"):
+            tail = tail[:-1]
+        if len(tail) > MAX_LINE:
+            raise ReachError(f"{shown}:{count + 1}: a line longer than {MAX_LINE >> 20} MiB")
+        yield count + 1, tail
+
+
+def _inflated(source: Path | io.BytesIO, shown: str) -> Iterator[bytes]:
+    """The gzip data of `source` (a path or the bytes) in chunks, at most MAX_INFLATED bytes of it."""
+    total = 0
+    try:
+        with gzip.open(source, "rb") as fh:
+            while chunk := fh.read(_CHUNK):
+                total += len(chunk)
+                if total > MAX_INFLATED:
+                    raise ReachError(f"{shown}: inflates to more than {MAX_INFLATED >> 20} MiB; split it into "
+                                     f"smaller files")
+                yield chunk
+    except (OSError, EOFError, zlib.error) as exc:
+        raise ReachError(f"{shown}: not a readable gzip file: {exc}") from None
+
+
+def _read_chunks(path: Path, shown: str) -> Iterator[bytes]:
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(_CHUNK):
+                yield chunk
+    except FileNotFoundError:
+        raise ReachError(f"{shown}: no such file") from None
+    except IsADirectoryError:
+        raise ReachError(f"{shown}: is a folder, not a file") from None
+    except OSError as exc:
+        raise ReachError(f"{shown}: cannot read: {exc.strerror or exc}") from None
+
+
+def _objects(lines: Iterable[tuple[int, bytes]], shown: str) -> Iterator[tuple[int, dict]]:
+    for lineno, raw in lines:
         try:
             line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
         except UnicodeDecodeError:
@@ -51,11 +125,25 @@ def parse(data: bytes, shown: str, *, gz: bool = True) -> Iterator[tuple[int, di
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ReachError(f"{shown}:{lineno}: bad JSON: {exc.msg} (column {exc.colno})") from None
+        except ValueError as exc:       # Python's limit on the digits of an integer
+            raise ReachError(f"{shown}:{lineno}: a number is too long ({str(exc).split(':')[0]})") from None
+        except RecursionError:
+            raise ReachError(f"{shown}:{lineno}: the JSON is nested too deeply") from None
         if not isinstance(obj, dict):
             raise ReachError(f"{shown}:{lineno}: expected a JSON object, not {type(obj).__name__}")
         if "\\u" in line and not _is_text(obj):
             raise ReachError(f"{shown}:{lineno}: an unpaired surrogate escape (\\ud800-\\udfff) is not text")
         yield lineno, obj
+
+
+def parse(data: bytes, shown: str, *, gz: bool = True) -> Iterator[tuple[int, dict]]:
+    """(line number, object) of each non-blank line of `data` (a file's bytes, named `shown` in errors).
+    With `gz`, gzip-compressed data is decompressed first (at most MAX_INFLATED bytes). Line numbers count
+    the lines of the text."""
+    if gz and (shown.endswith(".gz") or data[:2] == b"\x1f\x8b"):
+        yield from _objects(_lines(_inflated(io.BytesIO(data), shown), shown), shown)
+        return
+    yield from _objects(_lines([data], shown), shown)
 
 
 def _is_text(obj) -> bool:
@@ -67,7 +155,26 @@ def _is_text(obj) -> bool:
     return True
 
 
+def _is_gzip(path: Path, shown: str) -> bool:
+    if shown.endswith(".gz") or str(path).endswith(".gz"):
+        return True
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(2) == b"\x1f\x8b"
+    except FileNotFoundError:
+        raise ReachError(f"{shown}: no such file") from None
+    except IsADirectoryError:
+        raise ReachError(f"{shown}: is a folder, not a file") from None
+    except OSError as exc:
+        raise ReachError(f"{shown}: cannot read: {exc.strerror or exc}") from None
+
+
 def objects(path: Path, shown: str | None = None, *, gz: bool = True) -> Iterator[tuple[int, dict]]:
-    """(line number, object) of each non-blank line of the file at `path` (see `parse`)."""
+    """(line number, object) of each non-blank line of the file at `path` (see `parse`), read as a stream:
+    a caller that stops early (the first record) reads no more of it."""
+    path = Path(path)
     shown = str(path) if shown is None else shown
-    yield from parse(read_bytes(path, shown), shown, gz=gz)
+    if gz and _is_gzip(path, shown):
+        yield from _objects(_lines(_inflated(path, shown), shown), shown)
+        return
+    yield from _objects(_lines(_read_chunks(path, shown), shown), shown)

@@ -57,9 +57,10 @@ PER_PROBE_CTE = f"""
 #: (NULL: none graded), the highest mean log-prob. Summed over a (probe, question)'s groups they give what
 #: PER_PROBE_CTE counts (n, c, hit = c > 0; the first hit is a group's first attempt when all its attempts
 #: are correct, `FIRST_HIT_SQL` when they differ), and they are what the answer-blind picks, the answer
-#: scatter and the chance control read (`reachtui.control`).
+#: scatter and the chance control read (`reachtui.control`). Last, the attempts whose stored `correct` is
+#: neither 0, 1 nor NULL (a store edited by hand: 'yes' would sum as 0): the pass refuses them.
 ANSWER_GROUPS_SQL = """
-  SELECT question_id, answer, count(*), min(attempt), sum(correct), max(mean_logprob)
+  SELECT question_id, answer, count(*), min(attempt), sum(correct), max(mean_logprob), sum(correct NOT IN (0, 1))
   FROM attempts WHERE run_id = :run AND probe = :probe
   GROUP BY question_id, answer ORDER BY question_id, answer"""
 

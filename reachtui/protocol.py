@@ -15,7 +15,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,12 @@ CONTROL_STRATA = ("format", "none")
 DEFAULT_TEMPLATE = "Question: {question}\nAnswer:"
 #: The most attempts per question a probe may have (K): a plan of questions x K work items is built whole.
 MAX_BUDGET = 10_000
+#: The smallest temperature above 0: below it softmax(logits / T) overflows to NaN (0 is greedy decoding).
+MIN_TEMPERATURE = 0.01
+#: The most new tokens one answer may ask for (checked again against the model's position limit).
+MAX_NEW_TOKENS = 1 << 24
+#: Seeds are stored as SQLite integers.
+MAX_SEED = 2**63 - 1
 CHAT_TEMPLATE = "{question}"
 
 
@@ -43,9 +51,23 @@ def _num(value: Any, name: str, kind: type) -> Any:
         if isinstance(value, float) and not value.is_integer():
             raise ReachError(f"protocol: {name} must be a whole number, not {value!r}")
         return int(value)
-    if not math.isfinite(value):
-        raise ReachError(f"protocol: {name} must be finite, not {value!r}")
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ReachError(f"protocol: {name} must be finite, not {_short(value)}")
+    return number
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
+
+
+def _at_most(value: int | float, limit: int | float, name: str, why: str) -> None:
+    if value > limit:
+        raise ReachError(f"protocol: {name} must be at most {limit} ({why}), not {_short(value)}")
 
 
 def _coerce(obj, prefix: str) -> None:
@@ -92,10 +114,18 @@ class ProbeSpec:
         _check_decoding(self.temperature, self.top_p, f"probe {self.name}: ")
 
 
+#: The largest route-sampler settings (far above any route studied; beyond them a draw never ends).
+ROUTE_LIMITS = {"max_frac": (2.0, "a route of at most twice the model's layers"),
+                "max_actions": (16, "actions applied to draw one route"),
+                "max_block": (16, "layers skipped or repeated by one action"),
+                "max_repeat": (8, "runs of one layer in a route")}
+
+
 @dataclass(frozen=True)
 class RouteSamplerParams:
     """Random layer routes: length as a fraction of the model's layers, 1-3 skip/repeat actions on blocks
-    of up to 4 layers, a layer at most twice, first/last layers kept."""
+    of up to 4 layers, a layer at most twice, first/last layers kept. Bounded (`ROUTE_LIMITS`): each route
+    is drawn action by action, over every legal block, and every position of a route is a KV-cache slot."""
 
     min_frac: float = 0.6
     max_frac: float = 1.2
@@ -114,6 +144,8 @@ class RouteSamplerParams:
             raise ReachError("protocol: route_sampler needs 1 <= min_actions <= max_actions")
         if self.max_block < 1 or self.max_repeat < 1:
             raise ReachError("protocol: route_sampler.max_block and max_repeat must be at least 1")
+        for name, (limit, why) in ROUTE_LIMITS.items():
+            _at_most(getattr(self, name), limit, f"route_sampler.{name}", why)
 
 
 @dataclass(frozen=True)
@@ -149,14 +181,24 @@ class ControlParams:
         _coerce(self, "control.")
         if self.seed < 0:
             raise ReachError(f"protocol: control.seed must be >= 0, not {self.seed}")
+        _at_most(self.seed, MAX_SEED, "control.seed", "a 64-bit integer")
         if self.strata not in CONTROL_STRATA:
             known = ", ".join(CONTROL_STRATA)
             raise ReachError(f"protocol: control.strata must be one of {known}, not {self.strata!r}")
 
 
-def _check_decoding(temperature: float, top_p: float, where: str) -> None:
+def check_temperature(temperature: float, where: str = "") -> None:
+    """A temperature is 0 (greedy) or at least MIN_TEMPERATURE: below it softmax(logits / T) overflows and
+    every sample is NaN (the run would fail again on every resume)."""
     if temperature < 0:
         raise ReachError(f"protocol: {where}temperature must be >= 0, not {temperature}")
+    if 0 < temperature < MIN_TEMPERATURE:
+        raise ReachError(f"protocol: {where}temperature {temperature} is below {MIN_TEMPERATURE}, where sampling "
+                         f"overflows; use 0 for greedy decoding")
+
+
+def _check_decoding(temperature: float, top_p: float, where: str) -> None:
+    check_temperature(temperature, where)
     if not 0 < top_p <= 1:
         raise ReachError(f"protocol: {where}top_p must be in (0, 1], not {top_p}")
 
@@ -207,9 +249,11 @@ class Protocol:
                 raise ReachError("protocol: choices (2-26 options) only goes with answer_format = 'choice'")
         if self.max_new_tokens < 1:
             raise ReachError(f"protocol: max_new_tokens must be at least 1, not {self.max_new_tokens}")
+        _at_most(self.max_new_tokens, MAX_NEW_TOKENS, "max_new_tokens", "tokens of one answer")
         _check_decoding(self.temperature, self.top_p, "")
         if self.seed < 0:
             raise ReachError(f"protocol: seed must be >= 0, not {self.seed}")
+        _at_most(self.seed, MAX_SEED, "seed", "a 64-bit integer")
         if self.sampler not in SAMPLERS:
             raise ReachError(f"protocol: sampler must be one of {', '.join(map(str, SAMPLERS))}, not {self.sampler}")
         if self.routes_mode not in ROUTES_MODES:
@@ -451,6 +495,10 @@ def load_protocol_file(path) -> Protocol:
         raise ReachError(f"{path}: cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ReachError(f"{path}: not valid TOML: {exc}") from None
+    except ValueError as exc:            # Python's limit on the digits of an integer
+        raise ReachError(f"{path}: a number is too long ({str(exc).split(':')[0]})") from None
+    except RecursionError:
+        raise ReachError(f"{path}: the TOML is nested too deeply") from None
     try:
         return Protocol.from_dict(data)
     except ReachError as exc:
@@ -461,10 +509,14 @@ def load_protocol_file(path) -> Protocol:
 
 def protocol_of_run(run: dict) -> Protocol:
     """The protocol a stored run (a `runs` row with `protocol_json`) was made under."""
+    name = f"run {run['id']}" if run.get("id") is not None else "a run"
     try:
         return Protocol.from_dict(json.loads(run["protocol_json"]), stored=True)
-    except (ValueError, TypeError) as exc:
-        raise ReachError(f"run {run.get('id')}: its stored protocol cannot be read ({exc})") from None
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise ReachError(f"{name}: its stored protocol cannot be read ({_short(str(exc))})") from None
+    except ReachError as exc:
+        raise ReachError(f"{name}: its stored protocol cannot be read ({str(exc).removeprefix('protocol: ')})") \
+            from None
 
 
 def stored_protocol(protocol: dict) -> Protocol | None:
@@ -472,32 +524,26 @@ def stored_protocol(protocol: dict) -> Protocol | None:
     version, a hand-made store): such a run matches only another with the same protocol hash."""
     try:
         return Protocol.from_dict(protocol, stored=True)
-    except (ReachError, TypeError, ValueError):
+    except (ReachError, TypeError, ValueError, RecursionError):
         return None
 
 
-def protocol_to_toml(protocol: Protocol) -> str:
-    """TOML text that `load_protocol_file` reads back to the same protocol (for `--protocol` files)."""
-
-    def value(v) -> str:
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, (int, float)):
-            return repr(v)
-        if isinstance(v, str):
-            return json.dumps(v, ensure_ascii=False)
-        return "[" + ", ".join(value(x) for x in v) + "]"
+def protocol_to_toml(protocol: Protocol, comments: Sequence[str] = ()) -> str:
+    """TOML that `load_protocol_file` reads back to the same protocol (for `--protocol` files), every value
+    written by tomli-w (any text: control characters, DEL, quotes, backslashes); top-level settings first,
+    then [route_sampler], [mcts], [control] and one [[probes]] table per probe. `comments`: first lines
+    `# ...` (control characters written as spaces: TOML allows none in a comment)."""
+    import tomli_w
 
     d = protocol.to_dict()
-    tables = ("probes", "route_sampler", "mcts", "control")
-    lines = [f"{k} = {value(v)}" for k, v in d.items() if k not in tables and v is not None]
-    for table in ("route_sampler", "mcts", "control"):
-        lines += ["", f"[{table}]"] + [f"{k} = {value(v)}" for k, v in d[table].items()]
-    for probe in d["probes"]:
-        lines += ["", "[[probes]]"] + [f"{k} = {value(v)}" for k, v in probe.items()]
+    tables = ("route_sampler", "mcts", "control")
+    top = {k: v for k, v in d.items() if k not in (*tables, "probes") and v is not None}   # TOML has no null
     if not d["probes"]:
-        lines.insert(0, "probes = []")
-    return "\n".join(lines) + "\n"
+        top["probes"] = []
+    parts = [tomli_w.dumps(top)] + [tomli_w.dumps({t: d[t]}) for t in tables]
+    parts += ["[[probes]]\n" + tomli_w.dumps(p) for p in d["probes"]]
+    head = "".join("# " + re.sub(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]", " ", line) + "\n" for line in comments)
+    return head + "\n".join(parts)
 
 
 def protocol_from_options(

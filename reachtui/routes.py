@@ -22,7 +22,7 @@ from typing import Any
 
 from reachtui.errors import ReachError
 
-_ITEM = re.compile(r"^(\d+)(?:\s*-\s*(\d+))?$")
+_ITEM = re.compile(r"^([0-9]+)(?:\s*-\s*([0-9]+))?$")
 
 
 @dataclass(frozen=True)
@@ -66,29 +66,44 @@ def format_route(route: Route | tuple[int, ...] | list[int]) -> str:
     return ",".join(parts)
 
 
-def _parse_indices(text: str, num_layers: int, what: str) -> list[int]:
+#: Layer numbers are ASCII digits ("٣" is not 3), at most this many (no model has a billion layers): longer
+#: ones are out of range without being converted (Python refuses integers of over 4,300 digits).
+_MAX_DIGITS = 9
+
+
+def _parse_ranges(text: str, num_layers: int | None, what: str) -> list[tuple[int, int]]:
+    """The items of `text` as inclusive ranges (a, b), checked (syntax, order, and against `num_layers`
+    when given) without expanding them: `0-1999999999` costs nothing."""
     if not isinstance(text, str) or not text.strip():
-        raise ReachError(f"empty {what}: give layers like 0-3,3,5-{max(num_layers - 1, 0)}")
-    out: list[int] = []
+        hint = f"0-3,3,5-{max(num_layers - 1, 0)}" if num_layers else "0-3,3,5-7"
+        raise ReachError(f"empty {what}: give layers like {hint}")
+    shown = text.strip() if len(text) <= 80 else text.strip()[:77] + "..."
+    out: list[tuple[int, int]] = []
     for raw in text.split(","):
         item = raw.strip()
         if not item:
-            raise ReachError(f"{what} {text.strip()!r}: empty item between commas")
+            raise ReachError(f"{what} {shown!r}: empty item between commas")
         m = _ITEM.match(item)
         if not m:
-            raise ReachError(f"{what} {text.strip()!r}: {item!r} is not a layer index or a range a-b")
-        a = int(m.group(1))
-        b = int(m.group(2)) if m.group(2) is not None else a
+            item = item if len(item) <= 40 else item[:37] + "..."
+            raise ReachError(f"{what} {shown!r}: {item!r} is not a layer index or a range a-b (ASCII digits)")
+        ends = [m.group(1), m.group(2) if m.group(2) is not None else m.group(1)]
+        for digits in ends:
+            if len(digits.lstrip("0")) > _MAX_DIGITS or (num_layers is not None and int(digits) >= num_layers):
+                number = digits if len(digits) <= 12 else digits[:9] + f"... ({len(digits)} digits)"
+                limit = f"the model has {num_layers} layers: 0-{num_layers - 1}" if num_layers is not None \
+                    else "no model has that many layers"
+                raise ReachError(f"{what} {shown!r}: layer {number} is out of range ({limit})")
+        a, b = int(ends[0]), int(ends[1])
         if b < a:
-            raise ReachError(f"{what} {text.strip()!r}: descending range {a}-{b} (write ascending ranges)")
-        for x in (a, b):
-            if x >= num_layers:
-                raise ReachError(
-                    f"{what} {text.strip()!r}: layer {x} is out of range (the model has {num_layers} layers: "
-                    f"0-{num_layers - 1})"
-                )
-        out.extend(range(a, b + 1))
+            raise ReachError(f"{what} {shown!r}: descending range {a}-{b} (write ascending ranges)")
+        out.append((a, b))
     return out
+
+
+def check_syntax(text: str, what: str = "route") -> None:
+    """A route's (or silenced layers') syntax, before the model and its layer count are known."""
+    _parse_ranges(text, None, what)
 
 
 def validate_route(
@@ -126,8 +141,18 @@ def validate_route(
 def parse_route(
     text: str, num_layers: int, *, max_repeat: int = 2, min_len: int = 1, max_len: int | None = None
 ) -> Route:
-    """`0-3,3,5-11` -> Route((0,1,2,3,3,5,...,11)), validated for a model of `num_layers` layers."""
-    layers = _parse_indices(text, num_layers, "route")
+    """`0-3,3,5-11` -> Route((0,1,2,3,3,5,...,11)), validated for a model of `num_layers` layers. Its
+    length is checked before the layers are listed: a route longer than `max_len`, or than `max_repeat`
+    times every layer, is refused as text."""
+    ranges = _parse_ranges(text, num_layers, "route")
+    length = sum(b - a + 1 for a, b in ranges)
+    longest = max_repeat * num_layers if max_len is None else min(max_len, max_repeat * num_layers)
+    if length > longest:
+        shown = text.strip() if len(text) <= 80 else text.strip()[:77] + "..."
+        why = f"the maximum {max_len}" if max_len is not None and max_len <= max_repeat * num_layers else \
+            f"{max_repeat} times each of the model's {num_layers} layers"
+        raise ReachError(f"route {shown!r}: length {length} is above {why}")
+    layers = [x for a, b in ranges for x in range(a, b + 1)]
     return validate_route(layers, num_layers, max_repeat=max_repeat, min_len=min_len, max_len=max_len)
 
 
@@ -135,7 +160,7 @@ def parse_silenced(text: str | None, num_layers: int) -> frozenset[int]:
     """`3,5` (or `2-4`) -> frozenset of layer indices whose MLP is silenced; '' / 'none' -> empty."""
     if text is None or not str(text).strip() or str(text).strip().lower() == "none":
         return frozenset()
-    return frozenset(_parse_indices(str(text), num_layers, "silenced layers"))
+    return frozenset(x for a, b in _parse_ranges(str(text), num_layers, "silenced layers") for x in range(a, b + 1))
 
 
 def format_silenced(silenced) -> str:
@@ -196,38 +221,46 @@ def apply_action(route: Route, action: Action) -> Route:
 
 
 def legal_actions(route: Route, num_layers: int, params: Any = None) -> list[Action]:
-    """Every skip/repeat of a contiguous block of 1..max_block positions whose result stays legal."""
+    """Every skip/repeat of a contiguous block of 1..max_block positions whose result stays legal, in the
+    order the sampler draws from (by block size, then start; a skip before a repeat). O(positions x
+    max_block): each start's blocks are grown one position at a time."""
     lo, hi = length_bounds(num_layers, params)
-    max_block = _p(params, "max_block")
     max_repeat = _p(params, "max_repeat")
     keep_first, keep_last = _p(params, "keep_first"), _p(params, "keep_last")
     r = route.layers
     n = len(r)
+    biggest = min(_p(params, "max_block"), n)
     counts: dict[int, int] = {}
     for x in r:
         counts[x] = counts.get(x, 0) + 1
+    last = num_layers - 1
+    # how many times layer 0 / the last layer occur before each position: a skip keeps one of each
+    firsts, lasts = [0], [0]
+    for x in r:
+        firsts.append(firsts[-1] + (x == 0))
+        lasts.append(lasts[-1] + (x == last))
+    # repeat_ok[s][size - 1]: repeating r[s:s+size] keeps every layer within max_repeat (once a block is
+    # over, every longer block from the same start is too)
+    repeat_ok: list[list[bool]] = []
+    for s in range(n):
+        oks: list[bool] = []
+        added: dict[int, int] = {}
+        fine = True
+        for size in range(1, min(biggest, n - s) + 1):
+            x = r[s + size - 1]
+            added[x] = added.get(x, 0) + 1
+            fine = fine and counts[x] + added[x] <= max_repeat
+            oks.append(fine)
+        repeat_ok.append(oks)
     out: list[Action] = []
-    for size in range(1, max_block + 1):
+    for size in range(1, biggest + 1):
+        can_skip, can_repeat = lo <= n - size, n + size <= hi
         for s in range(0, n - size + 1):
-            block = r[s : s + size]
-            if lo <= n - size:
-                removed: dict[int, int] = {}
-                for x in block:
-                    removed[x] = removed.get(x, 0) + 1
-                ok = True
-                if keep_first and counts.get(0, 0) - removed.get(0, 0) <= 0:
-                    ok = False
-                last = num_layers - 1
-                if keep_last and counts.get(last, 0) - removed.get(last, 0) <= 0:
-                    ok = False
-                if ok:
-                    out.append(Action("skip", s, size))
-            if n + size <= hi:
-                added: dict[int, int] = {}
-                for x in block:
-                    added[x] = added.get(x, 0) + 1
-                if all(counts[x] + c <= max_repeat for x, c in added.items()):
-                    out.append(Action("repeat", s, size))
+            if can_skip and not (keep_first and counts.get(0, 0) - (firsts[s + size] - firsts[s]) <= 0) \
+                    and not (keep_last and counts.get(last, 0) - (lasts[s + size] - lasts[s]) <= 0):
+                out.append(Action("skip", s, size))
+            if can_repeat and repeat_ok[s][size - 1]:
+                out.append(Action("repeat", s, size))
     return out
 
 

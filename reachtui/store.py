@@ -7,10 +7,12 @@ by side (WAL, busy_timeout 5 s). `store.conn` is the plain sqlite3 connection, `
 view (made on first use, so a reader never imports sqlite-utils). Every write method is one transaction;
 `with store.transaction(): ...` makes several one.
 
-Faults of the environment are `EnvironmentFault`s (exit status 3), raised where they arise: a writer checks
-at opening that the file can be written and is intact (`PRAGMA quick_check`; a damaged store is
-`DamagedStore` and is never written to; `check=True` makes a reader check it too), and a failed write
-(disk full, read-only, damaged) rolls its transaction back whole and says so in one line.
+Faults of the environment are `EnvironmentFault`s (exit status 3), raised where they arise: every opening
+checks the store's shape (its tables, columns and triggers: `store_schema.check_shape`); a writer checks
+at opening that the file can be written and is intact (`PRAGMA quick_check`, and `PRAGMA
+foreign_key_check`: no row of a run that is not there); a damaged store is `DamagedStore` and is never
+written to (`check=True` makes a reader run quick_check too); and a failed write (disk full, read-only,
+damaged) rolls its transaction back whole and says so in one line.
 """
 
 from __future__ import annotations
@@ -19,18 +21,25 @@ import contextlib
 import json
 import os
 import sqlite3
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reachtui.errors import DamagedStore, ReachError, os_fault, sqlite_fault
+from reachtui.errors import DamagedStore, EnvironmentFault, ReachError, os_fault, sqlite_fault
 from reachtui.store_queries import StoreQueries
-from reachtui.store_schema import ATTEMPT_COLUMNS, FINISHED_STATUSES, NOW, RUN_SOURCES, RUN_STATUSES, migrate
+from reachtui.store_schema import (ATTEMPT_COLUMNS, FINISHED_STATUSES, NOW, RUN_SOURCES, RUN_STATUSES,
+                                   check_references, migrate, opened_version)
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
 
 BUSY_TIMEOUT_MS = 5000
+#: The file beside the store whose byte N is locked (a POSIX record lock, released by the kernel when the
+#: process ends) while this process audits run N: two audits never work on one run at once.
+RUN_LOCK_SUFFIX = ".lock"
+_LOCK_FILES: dict[str, int] = {}     # lock file -> the one descriptor this process holds on it (closing
+_LOCK_GUARD = threading.Lock()       # any descriptor of a file drops all of a process's locks on it)
 
 #: The last store opened in this process: `reachtui.cli.main` names it when an sqlite3 error of a read
 #: (a damaged page met mid-query) reaches it.
@@ -75,10 +84,13 @@ class Store(StoreQueries):
         self.path = Path(path) if path is not None else default_store_path()
         self.readonly = readonly
         LAST_OPENED = self.path
-        if readonly and not self.path.is_file():
+        if readonly and not self.path.exists():
             raise ReachError(f"no audit store at {self.path}")
         if self.path.is_dir():
             raise ReachError(f"{self.path} is a directory, not an audit store")
+        if self.path.exists() and not self.path.is_file():     # a FIFO, /dev/null, a socket: never opened
+            raise ReachError(f"{self.path} is not a regular file (a device, a pipe or a socket), so it cannot be "
+                             f"an audit store")
         if self.path.is_file() and not _looks_like_sqlite(self.path):
             raise ReachError(f"{self.path} is not a reachtui store (not an SQLite database)")
         if not readonly:
@@ -93,13 +105,16 @@ class Store(StoreQueries):
             conn = self.conn = self._connect(readonly)
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             conn.execute("PRAGMA foreign_keys = ON")
+            version = opened_version(conn, self.path)       # its tables, columns, triggers: milliseconds
             if (not readonly) if check is None else check:
                 self._check_intact()
+            if not readonly and version:
+                check_references(conn, self.path)           # a writer never adopts rows left behind
             if not readonly:
                 self.db.enable_wal()
                 conn.execute("PRAGMA synchronous = NORMAL")
                 self._check_writable()
-            migrate(conn, lambda: self.db, self.path, readonly=readonly)
+            migrate(conn, lambda: self.db, self.path, version, readonly=readonly)
         except ReachError:
             if conn is not None:
                 conn.close()
@@ -287,6 +302,41 @@ class Store(StoreQueries):
             if question_ids is not None:
                 self._add_run_questions(run_id, question_ids)
         return run_id
+
+    def claim_run(self, run_id: int) -> None:
+        """Hold run `run_id` for this process until `release_run` or its end; EnvironmentFault when another
+        process holds it (the same audit started twice: the second would generate the first's attempts again).
+        Where record locks are not available (no fcntl), nothing is held."""
+        try:
+            import fcntl
+        except ImportError:
+            return
+        fd = self._lock_fd()
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, int(run_id))
+        except OSError:
+            raise EnvironmentFault(f"run {run_id} of {self.path} is being audited by another process right now; "
+                                   f"wait for it to finish (then the same command shows the run), or pass --new "
+                                   f"for a run of its own") from None
+
+    def release_run(self, run_id: int) -> None:
+        """Let another process audit run `run_id` (`claim_run`)."""
+        try:
+            import fcntl
+        except ImportError:
+            return
+        fcntl.lockf(self._lock_fd(), fcntl.LOCK_UN, 1, int(run_id))
+
+    def _lock_fd(self) -> int:
+        key = os.path.realpath(self.path.with_name(self.path.name + RUN_LOCK_SUFFIX))
+        with _LOCK_GUARD:
+            if key not in _LOCK_FILES:
+                try:
+                    _LOCK_FILES[key] = os.open(key, os.O_RDWR | os.O_CREAT, 0o644)
+                except OSError as exc:
+                    raise (os_fault(exc, key) or ReachError(f"cannot create the run lock {key}: "
+                                                            f"{exc.strerror or exc}")) from None
+            return _LOCK_FILES[key]
 
     def set_run_batch_size(self, run_id: int, batch_size: int) -> None:
         with self._write():

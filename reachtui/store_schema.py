@@ -53,21 +53,32 @@ and grading is milliseconds per attempt. Version 4 also stores the tables' one p
 A reader uses them only while they still describe the attempts (same definitions, same count and last id;
 attempts are only ever added, and a trigger forgets a run's pass when one of its attempts is changed or
 deleted); otherwise it makes the pass itself, as for an older store.
+
+Version 5 gives runs.id AUTOINCREMENT (the runs table is rebuilt, its rows and ids kept): a run id is never
+given twice, not even after a run was deleted, so attempts left behind by a run deleted outside reachtui
+can never be adopted by a new run of the same id. Readers read version 2-4 stores as they are.
+
+A store is checked when it is opened (`check_shape`, a few milliseconds): the tables, columns and triggers
+its version must have (`SHAPE`) and a version from 1 to SCHEMA_VERSION; a writer also checks its foreign
+keys (`check_references`: a row whose run, question or task is not there, left by a delete made with
+foreign keys off, as the sqlite3 shell has them). A store that fails either is damaged: nothing is written
+to it.
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reachtui.errors import ReachError
+from reachtui.errors import DamagedStore, ReachError
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: A reader opens stores from this version on without migrating them (later versions add indexes and drop
 #: columns no reader reads).
 READABLE_FROM = 2
@@ -190,6 +201,27 @@ CREATE TRIGGER attempts_deleted_outcomes AFTER DELETE ON attempts
 """
 
 
+_SCHEMA_V5 = f"""
+CREATE TABLE runs_v5 (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    model_id INTEGER NOT NULL REFERENCES models(id),
+    task_id INTEGER NOT NULL REFERENCES tasks(id),
+    protocol_json TEXT NOT NULL, protocol_hash TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'running' CHECK (status IN {RUN_STATUSES}),
+    source TEXT NOT NULL DEFAULT 'audit' CHECK (source IN {RUN_SOURCES}),
+    n_questions INTEGER NOT NULL DEFAULT 0, limit_n INTEGER,
+    created_at TEXT NOT NULL DEFAULT ({NOW}), updated_at TEXT NOT NULL DEFAULT ({NOW}), finished_at TEXT,
+    reachtui_version TEXT, torch_version TEXT, transformers_version TEXT, device TEXT, dtype TEXT, note TEXT,
+    batch_size INTEGER);
+INSERT INTO runs_v5 SELECT id, model_id, task_id, protocol_json, protocol_hash, status, source, n_questions, limit_n,
+    created_at, updated_at, finished_at, reachtui_version, torch_version, transformers_version, device, dtype, note,
+    batch_size FROM runs;
+DROP TABLE runs;
+ALTER TABLE runs_v5 RENAME TO runs;
+CREATE INDEX runs_lookup ON runs (model_id, task_id, protocol_hash);
+"""
+
+
 def _statements(sql: str) -> Callable[[Database], None]:
     """A migration that runs each statement of `sql` in order."""
     def run(db: Database) -> None:
@@ -207,7 +239,105 @@ def _migrate_to_1(db: Database) -> None:
 
 
 #: version -> function bringing a store from version-1 to version (run inside one IMMEDIATE transaction).
-MIGRATIONS = {1: _migrate_to_1, 2: _statements(_SCHEMA_V2), 3: _statements(_SCHEMA_V3), 4: _statements(_SCHEMA_V4)}
+MIGRATIONS = {1: _migrate_to_1, 2: _statements(_SCHEMA_V2), 3: _statements(_SCHEMA_V3), 4: _statements(_SCHEMA_V4),
+              5: _statements(_SCHEMA_V5)}
+
+_FTS = {"": (), "_data": ("id", "block"), "_idx": ("segid", "term", "pgno"), "_docsize": ("id", "sz"),
+        "_config": ("k", "v")}
+
+#: What each version adds that reachtui reads or writes: {table: columns} and triggers (columns a later
+#: version drops are left out: no reader needs them). A store of version v holds SHAPE[1..v]; `check_shape`.
+SHAPE: dict[int, tuple[dict[str, tuple[str, ...]], tuple[str, ...]]] = {
+    1: ({"meta": ("key", "value"),
+         "models": ("id", "name", "path", "model_class", "num_layers"),
+         "tasks": ("id", "name", "path", "sha256", "n_questions"),
+         "questions": ("id", "task_id", "qid", "idx", "question", "gold", "solution"),
+         "runs": ("id", "model_id", "task_id", "protocol_json", "protocol_hash", "status", "source", "n_questions",
+                  "limit_n", "created_at", "updated_at", "finished_at", "reachtui_version", "torch_version",
+                  "transformers_version", "device", "dtype", "note"),
+         "run_questions": ("run_id", "question_id"),
+         "attempts": ("id", "run_id", "question_id", "probe", "attempt", "route", "silenced", "text", "answer", "rule",
+                      "correct", "mean_logprob", "new_tokens", "layers_executed", "compute"),
+         "failure_sets": ("id", "run_id", "name", "probe", "protocol_hash", "size", "created_at"),
+         "failure_set_members": ("set_id", "question_id"),
+         "mlp_scan": ("run_id", "set_id", "layer", "failure_n", "repaired", "realized_n", "broken", "repair_rate",
+                      "break_rate"),
+         "explorations": ("id", "run_id", "name", "route", "silenced", "target", "n", "repaired", "broken", "status",
+                          "created_at", "updated_at"),
+         **{f"{t}_fts{part}": tuple(c.format(column) for c in cols)
+            for t, column in (("questions", "question"), ("attempts", "text")) for part, cols in _FTS.items()}},
+        ("failure_sets_frozen", "failure_set_members_frozen", "questions_ai", "questions_ad", "questions_au",
+         "attempts_ai", "attempts_ad", "attempts_au")),
+    2: ({"runs": ("batch_size",), "run_events": ("id", "run_id", "kind", "detail", "created_at")}, ()),
+    4: ({"outcomes": ("run_id", "probe", "question_id", "n", "hits", "no_answer", "answers", "control_hits",
+                      "control_first", "first_hit", "vote", "logprob"),
+         "outcome_runs": ("run_id", "fold", "attempts", "last_attempt", "logprobs")},
+        ("attempts_updated_outcomes", "attempts_deleted_outcomes")),
+}
+
+
+def shape_of(version: int) -> tuple[dict[str, set[str]], set[str]]:
+    """({table: columns}, triggers) a store of `version` must hold (SHAPE[1..version])."""
+    tables: dict[str, set[str]] = {}
+    triggers: set[str] = set()
+    for v in range(1, version + 1):
+        added, trig = SHAPE.get(v, ({}, ()))
+        for table, columns in added.items():
+            tables.setdefault(table, set()).update(columns)
+        triggers.update(trig)
+    return tables, triggers
+
+
+#: What a damaged shape or version can be recovered from (`.recover` copies the same shape).
+SHAPE_HINT = ("it was changed outside reachtui: restore it from a backup, or give another --store "
+              "(a new file starts an empty store)")
+
+
+def check_shape(conn: sqlite3.Connection, path: Path, version: int) -> None:
+    """DamagedStore (nothing is written to it) when a reachtui store of `version` lacks a table, a column or a
+    trigger it must have, or its version is not one this reachtui knows (below 1). Reads sqlite_master and
+    the tables' column lists only: milliseconds."""
+    if version < 1:
+        raise DamagedStore(path, f"its schema version is {version}", hint=SHAPE_HINT)
+    tables, triggers = shape_of(min(version, SCHEMA_VERSION))
+    present, virtual = {}, set()
+    for name, kind, sql in conn.execute("SELECT name, type, sql FROM sqlite_master WHERE type IN ('table', 'trigger')"):
+        present[name] = kind
+        if (sql or "").upper().startswith("CREATE VIRTUAL TABLE"):
+            virtual.add(name)      # its columns are read by connecting to it (FTS5 reads its pages): not here
+    missing = sorted(t for t in tables if present.get(t) != "table")
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise DamagedStore(path, f"table {missing[0]} is missing{more}", hint=SHAPE_HINT)
+    for table, columns in sorted(tables.items()):
+        if table in virtual:
+            continue
+        have = {r[1] for r in conn.execute(f"PRAGMA table_info([{table}])")}
+        lacking = sorted(columns - have)
+        if lacking:
+            raise DamagedStore(path, f"table {table} lacks column {', '.join(lacking)}", hint=SHAPE_HINT)
+    gone = sorted(t for t in triggers if present.get(t) != "trigger")
+    if gone:
+        raise DamagedStore(path, f"trigger {gone[0]} is missing (it keeps the store consistent)", hint=SHAPE_HINT)
+
+
+def check_references(conn: sqlite3.Connection, path: Path) -> None:
+    """DamagedStore when a row refers to a run, question, task or set that is not there (`PRAGMA
+    foreign_key_check`: rows left by a delete made with foreign keys off); the hint is the statement that
+    deletes those rows. One pass over the tables, like `PRAGMA quick_check`."""
+    found: dict[tuple[str, str, int], int] = {}
+    for table, _rowid, parent, fkid in conn.execute("PRAGMA foreign_key_check"):
+        found[table, parent, fkid] = found.get((table, parent, fkid), 0) + 1
+    if not found:
+        return
+    fixes, what = [], []
+    for (table, parent, fkid), n in sorted(found.items()):
+        column = next(r[3] for r in conn.execute(f"PRAGMA foreign_key_list([{table}])") if r[0] == fkid)
+        what.append(f"{n} row(s) of {table} refer to a {parent} row that is not there ({column})")
+        fixes.append(f"DELETE FROM {table} WHERE {column} NOT IN (SELECT id FROM {parent})")
+    raise DamagedStore(path, "; ".join(what), hint=(
+        f"rows were left behind by a delete made with foreign keys off. Delete them with: sqlite3 {path} "
+        f"\"PRAGMA foreign_keys = ON; {'; '.join(fixes)}\", then run the command again"))
 
 
 def schema_version(conn: sqlite3.Connection, path: Path) -> int:
@@ -221,21 +351,31 @@ def schema_version(conn: sqlite3.Connection, path: Path) -> int:
     meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
     if meta.get("app") != APP_NAME or "schema_version" not in meta:
         raise ReachError(f"{path} is an SQLite database but not a reachtui store")
-    try:
-        return int(meta["schema_version"])
-    except ValueError:
-        raise ReachError(f"{path} has a malformed schema version {meta['schema_version']!r}") from None
+    text = str(meta["schema_version"]).strip()
+    if not re.fullmatch(r"-?[0-9]{1,18}", text):
+        raise DamagedStore(path, f"its schema version {meta['schema_version']!r} is not a number", hint=SHAPE_HINT)
+    return int(text)
 
 
-def migrate(conn: sqlite3.Connection, db: Callable[[], Database], path: Path, *, readonly: bool) -> None:
-    """Bring the store to SCHEMA_VERSION (a writer, in one IMMEDIATE transaction: other writers wait, then see
-    the new version; `db()` gives the sqlite-utils view the migrations use); a reader only checks, and reads a
-    store from READABLE_FROM on as it is. ReachError for a store newer than this reachtui, or one a reader
-    cannot use."""
+def opened_version(conn: sqlite3.Connection, path: Path) -> int:
+    """The schema version of the store at `path` (0: an empty database), checked as it is opened: ReachError
+    for an SQLite file that is not a reachtui store or one newer than this reachtui; DamagedStore for a store
+    without the shape of its version (`check_shape`)."""
     version = schema_version(conn, path)
     if version > SCHEMA_VERSION:
         raise ReachError(f"the audit store {path} has schema version {version}, newer than this "
                          f"reachtui understands ({SCHEMA_VERSION}); upgrade reachtui")
+    if version != 0:
+        check_shape(conn, path, version)
+    return version
+
+
+def migrate(conn: sqlite3.Connection, db: Callable[[], Database], path: Path, version: int, *,
+            readonly: bool) -> None:
+    """Bring the store from `version` (`opened_version`) to SCHEMA_VERSION (a writer, in one IMMEDIATE
+    transaction: other writers wait, then see the new version; `db()` gives the sqlite-utils view the
+    migrations use); a reader only checks, and reads a store from READABLE_FROM on as it is. ReachError for
+    one a reader cannot use."""
     if version == SCHEMA_VERSION:
         return
     if readonly:
@@ -245,6 +385,7 @@ def migrate(conn: sqlite3.Connection, db: Callable[[], Database], path: Path, *,
             return
         raise ReachError(f"the audit store {path} has schema version {version}; open it once "
                          f"for writing to migrate it to version {SCHEMA_VERSION}")
+    conn.execute("PRAGMA foreign_keys = OFF")     # version 5 rebuilds the runs table its children refer to
     conn.execute("BEGIN IMMEDIATE")
     try:
         for target in range(schema_version(conn, path) + 1, SCHEMA_VERSION + 1):
@@ -256,3 +397,5 @@ def migrate(conn: sqlite3.Connection, db: Callable[[], Database], path: Path, *,
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+    finally:
+        conn.execute("PRAGMA foreign_keys = ON")

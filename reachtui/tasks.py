@@ -13,13 +13,18 @@ Each line is an object with `question` and `answer`, and optionally `id`, `solut
   be given as a letter, a 0-based index, or the text of the right option; it is stored as the letter.
 
 Anything malformed fails the whole load with `file:line: what is wrong` (ReachError): the audit must never
-run on half a task.
+run on half a task. An `id` may not hold control characters (a newline or a NUL would make one id read as
+several in every table and list). Once the protocol is known, `check_gold` refuses a gold that its answer
+format can never grade correct (NaN, Infinity or "banana" under the number format), naming its line.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import math
 import string
+import unicodedata
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -36,6 +41,7 @@ class Question:
     answer: str  # gold final answer as text: for GSM8K the part after '#### ' with ',' removed
     solution: str | None = None  # full reference solution if the source has one (GSM8K 'answer')
     choices: tuple[str, ...] | None = None  # option texts of a multiple-choice question
+    line: int | None = dataclasses.field(default=None, compare=False)  # where it is in the task file (errors name it)
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,8 @@ def load_task(spec: str, name: str | None = None) -> Task:
     unless `name` is given (`--task-name`: GSM8K's `test.jsonl` as gsm8k)."""
     if name is not None and not name.strip():
         raise ReachError("--task-name must not be empty")
+    if name is not None:
+        check_name(name, "--task-name")
     if str(spec) == "demo":
         from reachtui.assets import DEMO_TASK_PATH
 
@@ -78,7 +86,7 @@ def _load_jsonl(path: Path, *, name: str, shown: str) -> Task:
     seen: dict[str, int] = {}
     for lineno, record in jsonl.parse(data, shown, gz=False):
         where = f"{shown}:{lineno}"
-        q = _parse_record(record, where, default_id=str(len(questions)))
+        q = replace(_parse_record(record, where, default_id=str(len(questions))), line=lineno)
         if q.id in seen:
             raise ReachError(f"{where}: duplicate id {q.id!r} (first on line {seen[q.id]})")
         seen[q.id] = lineno
@@ -96,6 +104,8 @@ def _load_jsonl(path: Path, *, name: str, shown: str) -> Task:
 def _text(value, field: str, where: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise ReachError(f"{where}: '{field}' must be text, not {type(value).__name__}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ReachError(f"{where}: '{field}' is {value!r}, not a finite number")
     if isinstance(value, (int, float)):
         from reachtui.grading import normalize_number
 
@@ -126,11 +136,52 @@ def _parse_record(record: dict, where: str, default_id: str) -> Question:
     qid = record.get("id", default_id)
     if isinstance(qid, bool) or not isinstance(qid, (str, int)) or not str(qid).strip():
         raise ReachError(f"{where}: 'id' must be a non-empty string or integer")
+    bad = next((ch for ch in str(qid) if unicodedata.category(ch) in _CONTROL), None)
+    if bad is not None:
+        raise ReachError(f"{where}: 'id' {str(qid)!r} holds a control character (U+{ord(bad):04X}): ids are "
+                         f"printed one per line and in table cells")
     choices = None
     if record.get("choices") is not None:
         choices, answer = _choices(record["choices"], record["answer"], answer, where)
         question = question.rstrip() + "\n" + "\n".join(f"({LETTERS[i]}) {c}" for i, c in enumerate(choices))
     return Question(id=str(qid), question=question, answer=answer, solution=solution, choices=choices)
+
+
+#: Unicode categories an id may not hold: control and format characters, line and paragraph separators.
+_CONTROL = {"Cc", "Cf", "Zl", "Zp"}
+
+
+def check_name(name: str, what: str) -> None:
+    """A name shown in every table and list (a task's, a model's) holds no control character."""
+    bad = next((ch for ch in name if unicodedata.category(ch) in _CONTROL), None)
+    if bad is not None:
+        raise ReachError(f"{what} {name!r} holds a control character (U+{ord(bad):04X})")
+
+
+def check_gold(task: Task, fmt: str, choices: int | None = None) -> None:
+    """Refuse (one line naming the question's line) a gold the answer format `fmt` can never grade correct:
+    under `number`, one that is not a single finite number ("NaN", "Infinity", "1e400", "banana"); under
+    `choice`, one that is not an option letter (of the protocol's `choices` options, when it says). Called
+    once the protocol is known (audit, open, import), before anything is stored."""
+    from reachtui.grading import normalize_number
+
+    for q in task.questions:
+        where = f"{task.path}:{q.line}" if q.line is not None else f"task {task.name}, question {q.id}"
+        gold = q.answer
+        if fmt == "number" and normalize_number(gold) is None:
+            raise ReachError(f"{where}: the gold answer {_short(gold)} of question {q.id} is not a number, so the "
+                             f"number answer format can never grade it correct (use --answer-format exact or "
+                             f"math, or fix the answer)")
+        if fmt == "choice":
+            letter = gold.strip().strip("()").strip().rstrip(".").upper()
+            limit = choices or (len(q.choices) if q.choices else len(LETTERS))
+            if len(letter) != 1 or letter not in LETTERS[:limit]:
+                raise ReachError(f"{where}: the gold answer {_short(gold)} of question {q.id} is not one of the "
+                                 f"option letters A-{LETTERS[limit - 1]}")
+
+
+def _short(text: str) -> str:
+    return repr(text if len(text) <= 40 else text[:37] + "...")
 
 
 def _choices(raw, raw_answer, answer: str, where: str) -> tuple[tuple[str, ...], str]:

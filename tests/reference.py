@@ -1,5 +1,6 @@
 """Reference implementations kept to check the production code: hand-written SQL of the definitions
-(`reachtui.outcomes`) that the tables, the app and the engine compute their own way."""
+(`reachtui.outcomes`) that the tables, the app and the engine compute their own way, and the route sampler's
+first action enumeration."""
 
 from __future__ import annotations
 
@@ -52,3 +53,42 @@ def probe_summary(store, run_id: int) -> list[dict]:
         GROUP BY s.probe""", {"run": run_id})
     order = ordered_names(r["probe"] for r in rows)
     return sorted(rows, key=lambda row: order.index(row["probe"]))
+
+
+def legal_actions(route, num_layers: int, params: Any = None) -> list:
+    """`reachtui.routes.legal_actions` as first written (O(positions x max_block^2)): the fast one must list
+    the same actions in the same order (the sampler draws by position in this list)."""
+    from reachtui.routes import Action, _p, length_bounds
+
+    lo, hi = length_bounds(num_layers, params)
+    max_block = _p(params, "max_block")
+    max_repeat = _p(params, "max_repeat")
+    keep_first, keep_last = _p(params, "keep_first"), _p(params, "keep_last")
+    r = route.layers
+    n = len(r)
+    counts: dict[int, int] = {}
+    for x in r:
+        counts[x] = counts.get(x, 0) + 1
+    out: list[Action] = []
+    for size in range(1, min(max_block, n) + 1):
+        for s in range(0, n - size + 1):
+            block = r[s : s + size]
+            if lo <= n - size:
+                removed: dict[int, int] = {}
+                for x in block:
+                    removed[x] = removed.get(x, 0) + 1
+                ok = True
+                if keep_first and counts.get(0, 0) - removed.get(0, 0) <= 0:
+                    ok = False
+                last = num_layers - 1
+                if keep_last and counts.get(last, 0) - removed.get(last, 0) <= 0:
+                    ok = False
+                if ok:
+                    out.append(Action("skip", s, size))
+            if n + size <= hi:
+                added: dict[int, int] = {}
+                for x in block:
+                    added[x] = added.get(x, 0) + 1
+                if all(counts[x] + c <= max_repeat for x, c in added.items()):
+                    out.append(Action("repeat", s, size))
+    return out

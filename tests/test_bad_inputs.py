@@ -10,17 +10,20 @@ where this machine does not allow them. `reachtui serve` is not in this file (it
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import sqlite3
-import subprocess
 
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from cli_helpers import HAVE_DEMO, run_cli
+from cli_helpers import corrupt as _corrupt
+from cli_helpers import fingerprint as _fingerprint
+from cli_helpers import model_copy as _model_copy
+from cli_helpers import try_cmd as _try
 from fake_runner import FakeRunner, write_task
 from reachtui.assets import DEMO_MODEL_DIR
 from reachtui.engine.audit import run_audit
@@ -28,7 +31,6 @@ from reachtui.protocol import ProbeSpec, Protocol
 from reachtui.store import Store
 from reachtui.tasks import load_task
 
-HAVE_DEMO = (DEMO_MODEL_DIR / "config.json").is_file()
 NOT_UTF8 = b"\xff\xfe\xfa not utf-8 \xc3\x28\n"
 
 
@@ -41,34 +43,6 @@ class Env:
 
     def __getitem__(self, name: str) -> str:
         return str(self.root / name)
-
-
-def _corrupt(path: Path, name: str = "attempts") -> None:
-    """Overwrite cells of the root page of table or index `name`: 'database disk image is malformed' on
-    reading it."""
-    con = sqlite3.connect(path)
-    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (name,)).fetchone()[0]
-    size = con.execute("PRAGMA page_size").fetchone()[0]
-    con.close()
-    with open(path, "r+b") as fh:
-        fh.seek((root - 1) * size + 8)
-        fh.write(b"\xff" * 200)
-
-
-def _try(*cmd: str) -> bool:
-    return subprocess.run(cmd, capture_output=True).returncode == 0
-
-
-def _model_copy(root: Path, name: str, *, config=None, drop_weights: bool = False) -> Path:
-    out = root / name
-    shutil.copytree(DEMO_MODEL_DIR, out)
-    if drop_weights:
-        for f in out.glob("*.safetensors"):
-            f.unlink()
-    if config is not None:
-        (out / "config.json").write_text(config if isinstance(config, str) else json.dumps(config))
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -158,30 +132,6 @@ def env(tmp_path_factory):
                 _try("umount", "-l", str(mnt))
 
 
-def _fingerprint(path: Path):
-    """The bytes of the store file and of its write-ahead log (where a write lands first), or None when
-    there is no file. Raw bytes, not a dump of the rows: a dump of the damaged store, read through SQLite,
-    was seen to differ between two reads of an unchanged file; and no write can leave both files as they
-    were, while a reader does."""
-    if not path.is_file():
-        return None
-    wal = path.with_name(path.name + "-wal")
-    digest = lambda p: hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() and p.stat().st_size else None  # noqa: E731
-    return digest(path), digest(wal)
-
-
-def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
-    from reachtui.cli import main
-
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 S = "{good}"           # placeholders filled from the env
 A = ["audit", "demo", "--task", "{t.jsonl}", "--store", S]
 G = ["generate", "demo", "What is 2 + 3?"]
@@ -215,7 +165,9 @@ CASES = [
     ("audit-max-new-tokens-0", A + ["--max-new-tokens", "0"], 2, "max_new_tokens must be at least 1", None, False),
     ("audit-max-new-tokens-negative", A + ["--max-new-tokens", "-5"], 2, "max_new_tokens must be at least 1",
      None, False),
-    ("audit-max-new-tokens-huge", A + ["--max-new-tokens", "100000000000"], 2, "position limit of 512", "demo",
+    ("audit-max-new-tokens-huge", A + ["--max-new-tokens", "100000000000"], 2, "max_new_tokens must be at most",
+     None, False),
+    ("audit-max-new-tokens-over-positions", A + ["--max-new-tokens", "100000"], 2, "position limit of 512", "demo",
      False),
     ("audit-seed-negative", A + ["--seed", "-1"], 2, "seed must be >= 0", None, False),
     ("audit-run-and-new", A + ["--run", "1", "--new"], 2, "contradict", None, False),
@@ -288,6 +240,8 @@ CASES = [
     ("open-budget-0", ["open", "demo", "--store", S, "--budget", "0"], 2, "budget must be at least 1", None,
      False),
     ("open-max-new-tokens-huge", ["open", "demo", "--store", S, "--max-new-tokens", "100000000000"], 2,
+     "max_new_tokens must be at most", None, False),
+    ("open-max-new-tokens-over-positions", ["open", "demo", "--store", S, "--max-new-tokens", "100000"], 2,
      "position limit", "demo", False),
     ("open-device-map-unknown", ["open", "demo", "--store", S, "--device-map", "everywhere"], 2,
      "unknown device map", None, False),

@@ -149,3 +149,47 @@ def test_degenerate_outputs_grade_quickly():
         for fmt in ("number", "choice", "exact"):
             grade(text, "1", fmt)
     assert time.perf_counter() - start < 3.0
+
+
+def test_a_math_grade_that_runs_past_its_time_limit_is_no_answer_and_stalls_nothing(monkeypatch):
+    """`\\boxed{9^{9^{9^{9}}}}` never returns from sympy: math-verify runs in a worker process that is killed
+    after MATH_TIMEOUT_S, the attempt counts as no answer (rule "timeout"), and math grades in other threads,
+    during and after it, still get their verdicts."""
+    import time
+
+    from reachtui import grading
+
+    monkeypatch.setattr(grading, "MATH_TIMEOUT_S", 1.0)
+    grading._math_verify.cache_clear()
+    assert grade("\\boxed{x^2 + 2x}", "2x + x^2", "math").correct          # the worker is up
+    results = {}
+
+    def normal(i):
+        results[i] = grade(f"\\boxed{{\\sqrt{{{4 * i * i}}}}}", f"{2 * i}", "math").correct
+
+    start = time.monotonic()
+    slow = threading.Thread(target=lambda: results.setdefault("slow", grade("so \\boxed{9^{9^{9^{9}}}}", "5", "math")))
+    slow.start()
+    others = [threading.Thread(target=normal, args=(i,)) for i in range(2, 5)]
+    for t in others:
+        t.start()
+    for t in [slow, *others]:
+        t.join(30)
+    assert results["slow"] == Grade(answer=None, rule="timeout", correct=False)
+    assert [results[i] for i in range(2, 5)] == [True, True, True]
+    assert time.monotonic() - start < 15
+    t0 = time.monotonic()                          # the same output again: its verdict is remembered
+    assert grade("so \\boxed{9^{9^{9^{9}}}}", "5", "math").rule == "timeout" and time.monotonic() - t0 < 0.5
+    assert grade("\\boxed{\\frac{1}{2}}", "0.5", "math").correct
+
+
+def test_number_grades_start_no_worker_process():
+    code = (
+        "from reachtui import grading\n"
+        "for i in range(1000): grading.grade(f' {i} + 1 = {i + 1}. #### {i + 1}', str(i + 1))\n"
+        "grading.grade('\\\\boxed{0.5}', '1/2', 'math')\n"
+        "print(grading._WORKER)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "None"

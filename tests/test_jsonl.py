@@ -42,3 +42,27 @@ def test_unreadable_paths(tmp_path):
         list(jsonl.objects(tmp_path))
     with pytest.raises(ReachError, match="^shown: no such file"):
         jsonl.read_bytes(tmp_path / "nope.jsonl", "shown")
+
+
+def test_lines_split_across_chunks_as_splitlines_splits_the_whole():
+    """The stream reader (gzip imports) splits lines across chunk boundaries (a \\r\\n cut in two included)
+    and counts runs of blank lines without splitting them: the same non-blank lines, with the same numbers,
+    as `bytes.splitlines` of the whole file."""
+    import random
+
+    rng = random.Random(0)
+    for _ in range(5000):
+        data = b"".join(rng.choice([b"\n", b"\r", b"\r\n", b"  ", b"x", b"{}", b"\n\n", b" \r\n "])
+                        for _ in range(rng.randint(0, 30)))
+        cuts = sorted(rng.sample(range(len(data) + 1), min(len(data) + 1, rng.randint(0, 6))))
+        chunks = [data[a:b] for a, b in zip([0] + cuts, cuts + [len(data)])]
+        got = [(n, line) for n, line in jsonl._lines(chunks, "t") if line.strip()]
+        assert got == [(n, line) for n, line in enumerate(data.splitlines(), 1) if line.strip()], (data, chunks)
+
+
+def test_a_line_longer_than_the_limit_is_one_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(jsonl, "MAX_LINE", 1000)
+    path = tmp_path / "t.jsonl.gz"
+    path.write_bytes(gzip.compress(b'{"a": 1}\n' + b"9" * 5000 + b"\n"))
+    with pytest.raises(ReachError, match=r"t\.jsonl\.gz:2: a line longer than"):
+        list(jsonl.objects(path))

@@ -60,3 +60,56 @@ def test_task_name_names_a_jsonl_task(tmp_path):
     out = invoke("audit", "demo", "--task", "demo", "--task-name", "x", "--store", str(tmp_path / "y.sqlite"))
     assert out.returncode == 2 and "the demo task is called demo" in out.stderr
     assert not Path(tmp_path / "y.sqlite").exists()
+
+
+# -- every protocol written reads back (issue 25, class 9) ----------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+#: Any text a protocol can hold (no lone surrogates: they are not text), control characters and DEL included.
+TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+
+
+@st.composite
+def protocols(draw):
+    template = draw(TEXT) + "{question}" + draw(TEXT)
+    probes = draw(st.lists(st.sampled_from(["sample", "routes", "mcts", "mcts-blind"]), unique=True, max_size=3))
+    return Protocol(
+        template=template,
+        system=draw(st.none() | TEXT),
+        fewshot=tuple(draw(st.lists(st.tuples(TEXT, TEXT), max_size=3))),
+        stop=tuple(draw(st.lists(TEXT.filter(bool), min_size=1, max_size=3))),
+        max_new_tokens=draw(st.integers(1, 4096)),
+        temperature=draw(st.sampled_from([0.0, 0.01, 0.5, 1.0, 1e300])),
+        top_p=draw(st.floats(0.001, 1.0)),
+        seed=draw(st.integers(0, 2**63 - 1)),
+        probes=tuple(ProbeSpec(p, budget=draw(st.integers(1, 64)),
+                               temperature=draw(st.sampled_from([0.0, 0.7, 1.0]))) for p in probes),
+        mcts=MctsParams(lam=draw(st.floats(0, 1e6))))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(protocol=protocols(), model=TEXT)
+def test_any_protocol_written_as_toml_reads_back_the_same(tmp_path, protocol, model):
+    """`reachtui protocol` wrote a template holding DEL (U+007F) raw, which TOML forbids: `--protocol` refused
+    the file it had printed. Written by tomli-w, any template, system prompt, few-shot pair, stop string and
+    any model name in the comment line read back to the same protocol and hash."""
+    from reachtui.protocol import protocol_to_toml
+
+    path = tmp_path / "p.toml"
+    path.write_text(protocol_to_toml(protocol, f"run 1: {model} on t, protocol {protocol.hash()}"), encoding="utf-8")
+    back = load_protocol_file(path)
+    assert back == protocol and back.hash() == protocol.hash()
+
+
+def test_a_template_with_a_del_character_round_trips_through_the_command(tmp_path):
+    task = load_task(str(write_task(tmp_path / "t.jsonl", 3)))
+    protocol = Protocol(template="Q\x7f\x00\x1b: {question}\r\nA:", probes=(ProbeSpec("sample", budget=2),))
+    with Store(tmp_path / "s.sqlite") as store:
+        run_id = run_audit(store, FakeRunner(), model_name="fake\nname", task=task, protocol=protocol).run_id
+    out = invoke("protocol", str(run_id), "--store", str(tmp_path / "s.sqlite"))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0] == f"# run {run_id}: fake name on t, protocol {protocol.hash()}"
+    (tmp_path / "p.toml").write_text(out.stdout)
+    assert load_protocol_file(tmp_path / "p.toml") == protocol

@@ -142,3 +142,36 @@ def test_routes_module_is_pure_python():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_the_legal_actions_are_the_first_implementation_s_in_its_order():
+    """`legal_actions` lists each start's blocks growing (O(positions x max_block)); the sampler draws by
+    position in the list, so it must be the first implementation's list exactly, or every stored routes run
+    would draw other routes."""
+    import random
+
+    import reference
+    from reachtui.protocol import RouteSamplerParams
+
+    rng = random.Random(7)
+    for _ in range(300):
+        L = rng.randint(1, 14)
+        params = RouteSamplerParams(min_frac=rng.choice([0.3, 0.6, 1.0]), max_frac=rng.choice([1.0, 1.2, 2.0]),
+                                    max_block=rng.randint(1, 6), max_repeat=rng.randint(1, 3),
+                                    keep_first=rng.random() < 0.7, keep_last=rng.random() < 0.7)
+        route = sample_route(L, rng, params)
+        assert legal_actions(route, L, params) == reference.legal_actions(route, L, params), (route, params)
+
+
+def test_the_largest_route_sampler_settings_draw_in_bounded_time():
+    """The protocol's ROUTE_LIMITS (every field at its largest) on an 80-layer model: 16 routes in seconds,
+    not the hang unbounded settings gave."""
+    import time
+
+    from reachtui.protocol import ROUTE_LIMITS, RouteSamplerParams
+
+    params = RouteSamplerParams(min_frac=0.6, min_actions=1, **{k: v for k, (v, _why) in ROUTE_LIMITS.items()})
+    t0 = time.monotonic()
+    routes = sample_routes(80, 16, 0, params)
+    assert len(routes) == 16 and time.monotonic() - t0 < 10
+    assert max(len(r) for r in routes) <= 80 * ROUTE_LIMITS["max_frac"][0]

@@ -93,6 +93,22 @@ def test_schema_has_real_foreign_keys_wal_and_a_version(store):
     assert store.db["attempts"].detect_fts() == "attempts_fts"
 
 
+def test_the_shape_a_store_is_checked_against_is_what_the_migrations_make(store):
+    """`store_schema.SHAPE` is written by hand beside the migrations: a new store holds exactly its tables,
+    columns and triggers (nothing missing that a check would then call damage, nothing it does not know)."""
+    from reachtui.store_schema import shape_of
+
+    tables, triggers = shape_of(SCHEMA_VERSION)
+    conn = store.conn
+    names = {n: sql for n, sql in conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name "
+                                               "NOT LIKE 'sqlite_%'")}
+    assert set(names) == set(tables)
+    for name, sql in names.items():
+        if not sql.startswith("CREATE VIRTUAL TABLE"):
+            assert {r[1] for r in conn.execute(f"PRAGMA table_info([{name}])")} == tables[name], name
+    assert {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")} == triggers
+
+
 def test_foreign_keys_are_enforced(store):
     with pytest.raises(sqlite3.IntegrityError):
         store.insert_attempts(999, [{"question_id": 1, "probe": "realized", "attempt": 0}])
@@ -205,6 +221,35 @@ def test_an_older_store_is_read_as_it_is_and_migrated_by_a_writer(tmp_path, run,
         migrated.insert_attempts(run[0], [{"question_id": run[1][0], "probe": "sample", "attempt": 9,
                                            "text": "late #### 7", "answer": "7", "correct": True}])
         assert migrated.search(run[0], "late") == [run[1][0]]
+
+
+def test_a_version_4_store_is_read_as_it_is_and_a_writer_gives_run_ids_autoincrement(tmp_path, run):
+    """Version 5 rebuilds the runs table with AUTOINCREMENT: every run, id and child row stays, foreign keys
+    hold, and an id is never given again (not even the last one, after its run is deleted)."""
+    path = tmp_path / "s" / "audit.sqlite"
+    with Store(path) as s:
+        s.insert_attempts(run[0], rows_for(run[1]))
+        s.add_run_event(run[0], "batch_size", "8")
+        second = s.create_run(1, 1, protocol_json={"seed": 1}, protocol_hash="def456", question_ids=run[1])
+    rewrite_as_version(path, 4)
+    runs_sql = "SELECT sql FROM sqlite_master WHERE name = 'runs'"
+    with Store(path, readonly=True) as ro:
+        assert "AUTOINCREMENT" not in ro.conn.execute(runs_sql).fetchone()[0]
+        assert ro.run_ids() == [run[0], second]
+        want = ro.conn.execute("SELECT * FROM runs ORDER BY id").fetchall()
+    with Store(path) as migrated:
+        assert "AUTOINCREMENT" in migrated.conn.execute(runs_sql).fetchone()[0]
+        assert migrated.conn.execute("SELECT * FROM runs ORDER BY id").fetchall() == want
+        assert migrated.conn.execute("PRAGMA foreign_key_check").fetchall() == []
+        assert migrated.conn.execute("SELECT count(*) FROM attempts WHERE run_id = ?", (run[0],)).fetchone()[0] == \
+            len(rows_for(run[1]))
+        assert [e["detail"] for e in migrated.run_events(run[0])] == ["8"]
+        migrated.conn.execute("DELETE FROM runs WHERE id = ?", (second,))     # its children go with it
+        migrated.conn.commit()
+        third = migrated.create_run(1, 1, protocol_json={"seed": 2}, protocol_hash="0a0a0a", question_ids=run[1])
+        assert third == second + 1
+        assert migrated.conn.execute("SELECT count(*) FROM run_questions WHERE run_id = ?", (third,)).fetchone()[0] \
+            == len(run[1])
 
 
 def test_default_store_path(monkeypatch, tmp_path):

@@ -1,9 +1,9 @@
 """`reachtui audit MODEL --task TASK ...`: the audit, headless, with a progress bar and a summary table.
 
 Heavy imports (the model) happen inside the command, never at import time. The progress bar goes to
-stderr, the summary table and the run id to stdout. The first Ctrl-C finishes the batch in flight and
-leaves the run 'cancelled' (run the same command again to continue it); a second Ctrl-C stops at once
-(the run is still resumable: every stored attempt is whole).
+stderr, the summary table and the run id to stdout. The first Ctrl-C (or SIGTERM, or SIGHUP) finishes the
+batch in flight and leaves the run 'cancelled' (run the same command again to continue it); a second one
+stops at once (the run is still resumable: every stored attempt is whole).
 """
 
 from __future__ import annotations
@@ -36,6 +36,10 @@ def _ray_runner(model, address, protocol, **kw):
     runner = RayRunner(model, address=address, **kw)
     runner.tokenizer = tokenizer
     return runner
+
+
+#: The signals that stop an audit as Ctrl-C does (where the system has them).
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
 class _Bar:
@@ -116,7 +120,7 @@ def print_closing(out, store, run_id: int) -> None:
 @model_access_options
 def audit(model, task_spec, task_name, probes, budget, temperature, seed, limit, mlp_scan, store_path, protocol_file,
           run_id, new_run, device, dtype, device_map, offload_folder, batch_size, max_new_tokens, threads,
-          ray_address, workers, trust_remote_code, allow_download, allow_pickle):
+          ray_address, workers, trust_remote_code, allow_download, allow_pickle, allow_missing_weights):
     """Audit MODEL on TASK: realized (default decoding) vs reachable (some attempt of a probe) per
     question; every attempt stored, resumable. MODEL is `demo`, a directory, or a cached HF id.
 
@@ -124,9 +128,10 @@ def audit(model, task_spec, task_name, probes, budget, temperature, seed, limit,
     from rich.console import Console
 
     from reachtui.engine.audit import check_given_run, completed_audit, holds_scan, run_audit
-    from reachtui.model.load import check_positions, check_weights, config_position_limit, model_name, resolve_model
+    from reachtui.model.load import (check_layers, check_positions, check_weights, config_position_limit, model_name,
+                                     resolve_model)
     from reachtui.store import Store
-    from reachtui.tasks import load_task
+    from reachtui.tasks import check_gold, load_task
 
     at_least_one(batch_size=batch_size, limit=limit)
     set_threads(threads)
@@ -149,6 +154,7 @@ def audit(model, task_spec, task_name, probes, budget, temperature, seed, limit,
                            max_new_tokens=max_new_tokens)
     mlp_scan = pick_mlp_scan(mlp_scan, [p.name for p in protocol.probes], explicit=True)
     task = load_task(task_spec, task_name)
+    check_gold(task, protocol.answer_format, protocol.choices)
     store = Store(store_path)
     click.get_current_context().call_on_close(store.close)
     out = Console()
@@ -168,6 +174,7 @@ def audit(model, task_spec, task_name, probes, budget, temperature, seed, limit,
         run_id = done
     path = resolve_model(model, allow_download=allow_download)   # one line for a missing model, before loading
     check_weights(path, model, allow_pickle)
+    check_layers(path, model, allow_missing_weights)
     check_positions(config_position_limit(model, allow_download=allow_download), protocol.max_new_tokens)
 
     err = Console(stderr=True)
@@ -179,16 +186,16 @@ def audit(model, task_spec, task_name, probes, budget, temperature, seed, limit,
         with err.status(f"loading {model} ..."):
             loaded = load_model(model, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
                                 allow_download=allow_download, device_map=device_map, offload_folder=offload_folder,
-                                allow_pickle=allow_pickle)
+                                allow_pickle=allow_pickle, allow_missing_weights=allow_missing_weights)
             runner = Runner(loaded)
         info = dict(name=loaded.name, path=str(loaded.path), model_class=loaded.arch.model_class,
-                    **versions(loaded))
+                    load_report=loaded.load_report, **versions(loaded))
         where = ""
     else:
         with err.status(f"starting Ray workers, each loading {model} ..."):
             runner = _ray_runner(model, ray_address, protocol, workers=workers, threads=threads or 1, device=device,
                                  dtype=dtype, trust_remote_code=trust_remote_code, allow_download=allow_download,
-                                 allow_pickle=allow_pickle)
+                                 allow_pickle=allow_pickle, allow_missing_weights=allow_missing_weights)
         info = runner.info
         where = f" on {runner.workers} Ray worker(s) of {info['threads']} thread(s)"
     err.print(f"model {info['name']} ({info['model_class']}, {runner.num_layers} layers, {info['device']}, "
@@ -196,31 +203,42 @@ def audit(model, task_spec, task_name, probes, budget, temperature, seed, limit,
 
     cancel = threading.Event()
     hits = {"n": 0}
+    current = {"run": None}
 
-    def on_sigint(signum, frame):
+    def on_signal(signum, frame):
+        """Ctrl-C, SIGTERM (a process manager, `kill`) and SIGHUP (the terminal closed) alike: the first stops
+        after the batch in flight and leaves the run cancelled, resumable; a second stops at once."""
         hits["n"] += 1
         if hits["n"] == 1:
             cancel.set()
-            err.print("[yellow]stopping after the batch in flight (Ctrl-C again to stop at once)[/]")
+            what = "" if signum == signal.SIGINT else f"{signal.Signals(signum).name}: "
+            try:
+                err.print(f"[yellow]{what}stopping after the batch in flight (Ctrl-C again to stop at once)[/]")
+            except OSError:          # SIGHUP: the terminal may be gone
+                pass
         else:
             raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGINT, on_sigint) if threading.current_thread() is threading.main_thread() else None
+    def follow(ev) -> None:
+        current["run"] = ev.run_id
+        bar(ev)
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS} if main else {}
     t0 = time.monotonic()
     try:
         with _Bar(err) as bar:
             result = run_audit(store, runner, model_name=info["name"], model_path=info["path"],
                                model_class=info["model_class"], task=task, protocol=protocol, limit=limit,
-                               run_id=run_id, batch_size=batch_size, mlp_scan=mlp_scan, on_event=bar,
-                               cancel=cancel, versions=info, new=new_run)
+                               run_id=run_id, batch_size=batch_size, mlp_scan=mlp_scan, on_event=follow,
+                               cancel=cancel, versions=info, new=new_run, load_report=info.get("load_report"))
     except KeyboardInterrupt:
-        run = store.latest_run()
-        rid = run["id"] if run else "?"
+        rid = current["run"] or "?"
         err.print(f"interrupted: run {rid} is resumable (run the same command again)")
         raise SystemExit(130) from None
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
         if ray_address is not None:
             runner.close()
     wall = time.monotonic() - t0

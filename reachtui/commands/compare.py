@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import click
 
-from reachtui.commands.export import bootstrap_options, check_output, emit, open_store, pick_format
+from reachtui.commands.export import bootstrap_options, emit, keep_formulas_option, open_store, pick_format, store_path_of
+from reachtui.output import check_output
 from reachtui.errors import ReachError
 
 
@@ -27,8 +28,10 @@ from reachtui.errors import ReachError
               help="Print the question ids of one transition cell: MEASURE:CELL with MEASURE realized, "
                    "reachable (each probe) or a probe name, CELL gained, lost, kept or never (for reach also "
                    "expanded, shrunk, preserved, out-of-reach); e.g. reachable:lost = reachable in A, not in B.")
+@keep_formulas_option
 @bootstrap_options
-def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec, bootstrap, bootstrap_seed) -> None:
+def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec, keep_formulas, bootstrap,
+            bootstrap_seed) -> None:
     """Compare RUN_B against RUN_A (run ids, 'latest', or model names: the model's latest complete run):
     per probe realized and reachable in each, their deltas (B - A) with 95% paired-bootstrap intervals, the
     question-level transitions (gained, lost, kept, never; for reach: expanded, shrunk, preserved,
@@ -50,7 +53,7 @@ def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec, b
     explicit = fmt is not None
     fmt = pick_format(fmt, output, {}) if (explicit or output) else "table"
     if output:
-        check_output(output)
+        check_output(output, store_path_of(store_path))
     store = open_store(store_path)
     try:
         a, b = T.resolve_run(store, run_a), T.resolve_run(store, run_b)
@@ -68,14 +71,14 @@ def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec, b
                 click.echo(f"note: {n}", err=True)
             click.echo(listed.title, err=True)
             probes = {p for _m, p, _q in listed.rows}
-            for _m, p, q in listed.rows:
-                click.echo(f"{p}\t{q}" if len(probes) > 1 else q)
+            for _m, p, q in listed.rows:     # one id per line: a control character in one is shown, not run
+                click.echo(f"{p}\t{F.shown(q)}" if len(probes) > 1 else F.shown(q))
             return
-        emit([listed], fmt, output)
+        emit([listed], fmt, output, store_path_of(store_path), formulas=keep_formulas)
         return
     if fmt in F.DATA_FORMATS:
-        emit([comparison.table], fmt, output)
+        emit([comparison.table], fmt, output, store_path_of(store_path), formulas=keep_formulas)
     elif fmt in F.HUMAN_FORMATS:
-        emit(T.compare_views(comparison), fmt, output)
+        emit(T.compare_views(comparison), fmt, output, store_path_of(store_path))
     else:  # pragma: no cover - pick_format only returns known formats
         raise ReachError(f"unknown format {fmt!r}")

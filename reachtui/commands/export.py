@@ -7,14 +7,13 @@ Reads the store only (read-only connection); imports no torch, transformers or t
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import click
 
-from reachtui.errors import EnvironmentFault, ReachError, os_fault
+from reachtui.errors import ReachError
+from reachtui.output import check_output, write_output
 
 _SUFFIX_FORMATS = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".ndjson": "ndjson", ".jsonl": "ndjson",
                    ".md": "md", ".tex": "latex", ".txt": "table"}
@@ -23,9 +22,9 @@ _SUFFIX_FORMATS = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".ndjson": "nd
 def open_store(path: str | None):
     """The audit store, read-only (--store, else $REACHTUI_STORE, else ./store/reachtui.sqlite), checked
     first (`PRAGMA quick_check`): a damaged store is one line, not a table with rows missing."""
-    from reachtui.store import Store, default_store_path
+    from reachtui.store import Store
 
-    return Store(Path(path) if path else default_store_path(), readonly=True, check=True)
+    return Store(store_path_of(path), readonly=True, check=True)
 
 
 def pick_format(fmt: str | None, output: str | None, shorthands: dict[str, bool]) -> str:
@@ -50,54 +49,23 @@ def pick_format(fmt: str | None, output: str | None, shorthands: dict[str, bool]
     return "table" if sys.stdout.isatty() else "csv"
 
 
-def check_output(path: str) -> Path:
-    """The -o file's path, refused before any work when its folder is missing, it is a directory, or the
-    folder cannot be written (a read-only file system, permissions: exit status 3)."""
-    target = Path(path).expanduser()
-    folder = target.parent if str(target.parent) else Path(".")
-    if not folder.is_dir():
-        raise ReachError(f"{path}: folder {folder} does not exist")
-    if target.is_dir():
-        raise ReachError(f"{path} is a directory, not a file")
-    if not os.access(folder, os.W_OK):
-        try:
-            readonly = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
-        except OSError:
-            readonly = False
-        raise EnvironmentFault(f"{path}: cannot write: {'read-only file system' if readonly else 'permission denied'}")
-    return target
+def store_path_of(path: str | None) -> Path:
+    """The store a command reads: --store, else $REACHTUI_STORE, else ./store/reachtui.sqlite."""
+    from reachtui.store import default_store_path
+
+    return Path(path) if path else default_store_path()
 
 
-def write_atomic(path: str, text: str) -> None:
-    """Write `text` to `path` through a temporary file in the same folder and a rename: a reader never
-    sees half a file, and a failed export leaves the old file as it was."""
-    target = check_output(path)
-    folder = target.parent if str(target.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise (os_fault(exc, path) or ReachError(f"{path}: cannot write: {exc.strerror or exc}")) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise (os_fault(exc, path) or ReachError(f"{path}: cannot write: {exc.strerror or exc}")) from None
-
-
-def emit(tables, fmt: str, output: str | None, **style) -> None:
-    """Print (or write to `output`) one or more tables; notes and warnings go to stderr for data formats
-    (they are inside the text for md/latex/table). On a terminal, `table` is drawn by rich directly.
-    `style`: how people formats write them (`reachtui.tables.formats.render`)."""
-    from reachtui.tables.formats import DATA_FORMATS, render_many, to_rich
+def emit(tables, fmt: str, output: str | None, store: Path | None = None, **style) -> None:
+    """Print (or write to `output`, never the audit `store` or its files: `reachtui.output`) one or more
+    tables; notes and warnings go to stderr for data formats (they are inside the text for md/latex/table).
+    On a terminal, `table` is drawn by rich directly. `style`: how people formats write them
+    (`reachtui.tables.formats.render`)."""
+    from reachtui.tables.formats import DATA_FORMATS, render_many, shown, to_rich
 
     tables = list(tables)
     if output:       # the file first: a write that fails is then the only line
-        write_atomic(output, render_many(tables, fmt, **style))
+        write_output(output, render_many(tables, fmt, **style), store)
     for w in dict.fromkeys(w for t in tables for w in t.warnings):     # one line each, however many tables carry it
         click.secho(f"WARNING: {w}", err=True, fg="red", bold=True)
     if fmt in DATA_FORMATS or output:
@@ -115,7 +83,10 @@ def emit(tables, fmt: str, output: str | None, **style) -> None:
             for n in t.notes:
                 console.print(n, markup=False, highlight=False, style="dim")
         return
-    click.echo(render_many(tables, fmt, **style), nl=False)
+    text = render_many(tables, fmt, **style)
+    if sys.stdout.isatty():        # an escape sequence in an output would be run by the terminal: shown instead
+        text = shown(text)
+    click.echo(text, nl=False, color=True)     # color=True: click would strip escape sequences from the data
 
 
 def _finite(value: float, name: str) -> float:
@@ -128,6 +99,13 @@ def _finite(value: float, name: str) -> float:
 
 #: The most bootstrap replicates asked for (1000 by default): more would run for hours, not add precision.
 MAX_BOOTSTRAP = 100_000
+
+
+#: --keep-formulas (export, compare).
+keep_formulas_option = click.option(
+    "--keep-formulas", "keep_formulas", is_flag=True,
+    help="csv/tsv: write text cells that start with = + - @ (or a tab, a CR) as they are. By default they get a "
+         "leading ' so that a spreadsheet shows them instead of running them as formulas.")
 
 
 def bootstrap_options(command):
@@ -186,10 +164,11 @@ def _split_columns(columns: tuple[str, ...], columns_csv: str | None) -> list[st
                                                                         "\\label (implies the environment).")
 @click.option("--allow-unmatched", is_flag=True,
               help="compare table only: compare runs whose protocols differ (every row is marked).")
+@keep_formulas_option
 @bootstrap_options
 def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as_table, output, where, params,
            columns, columns_csv, order, where_timeout, limit, no_headers, ci, caption, latex_label,
-           allow_unmatched, bootstrap, bootstrap_seed) -> None:
+           allow_unmatched, keep_formulas, bootstrap, bootstrap_seed) -> None:
     """Write TABLE of the audit store: summary, questions, attempts, passk, hits, mlp-scan, compare or
     compare-questions (one row per question of two runs: realized in each, reach categories).
 
@@ -208,8 +187,10 @@ def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as
       reachtui export summary --columns probe,reachable,control,excess,excess_lo,excess_hi --format md
     """
     from reachtui import tables as T
+    from reachtui.tables.formats import check_label
     from reachtui.tables.table import select
 
+    check_label(latex_label)
     name = table_name.strip().lower()
     if name not in T.TABLES:
         raise ReachError(f"unknown table {table_name!r}; choose one of {', '.join(T.TABLES)}")
@@ -220,7 +201,7 @@ def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as
     if limit is not None:
         limit = min(limit, 2**62)       # more rows than any table has (and still an SQLite integer)
     if output:
-        check_output(output)
+        check_output(output, store_path_of(store_path))
     store = open_store(store_path)
     try:
         if any(r.strip().lower() == "all" for r in runs):
@@ -240,8 +221,9 @@ def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as
     chosen = _split_columns(columns, columns_csv)
     table = select(table, columns=chosen, where=where,
                      params=dict(params) if params else None, order=order, limit=limit, timeout=where_timeout)
-    style = dict(headers=not no_headers, inline_ci=ci == "inline", caption=caption, label=latex_label)
+    style = dict(headers=not no_headers, inline_ci=ci == "inline", caption=caption, label=latex_label,
+                 formulas=keep_formulas)
     if name == "summary" and fmt == "table" and not chosen:
-        emit(T.summary_views(table), fmt, output, **style)  # two narrower tables
+        emit(T.summary_views(table), fmt, output, store_path_of(store_path), **style)  # two narrower tables
         return
-    emit([table], fmt, output, **style)
+    emit([table], fmt, output, store_path_of(store_path), **style)

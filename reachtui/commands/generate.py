@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import replace
 
 import click
@@ -42,7 +43,8 @@ from reachtui.errors import ReachError
 @placement_options
 @model_access_options
 def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_new_tokens, stops, protocol_file,
-             raw, as_json, device, dtype, device_map, offload_folder, trust_remote_code, allow_download, allow_pickle):
+             raw, as_json, device, dtype, device_map, offload_folder, trust_remote_code, allow_download, allow_pickle,
+             allow_missing_weights):
     """Generate from PROMPT with MODEL (demo, a directory, or a cached Hugging Face id) and print the text
     and the extracted answer. PROMPT is a question, put in the protocol's prompt and decoded as the app's
     live run decodes it (enter in `reachtui open`); --raw sends it as given."""
@@ -57,23 +59,30 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
         raise ReachError("--max-new-tokens must be at least 1")
     if not math.isfinite(temperature) or temperature < 0:
         raise ReachError(f"--temperature must be a finite number >= 0, not {temperature}")
+    from reachtui.protocol import MIN_TEMPERATURE
+
+    if 0 < temperature < MIN_TEMPERATURE:
+        raise ReachError(f"--temperature {temperature} is below {MIN_TEMPERATURE}, where sampling overflows; use 0 "
+                         f"for greedy decoding")
     if not 0.0 < top_p <= 1.0:
         raise ReachError("--top-p must be in (0, 1]")
     if any(not s for s in stops):
         raise ReachError("--stop '': a stop string must not be empty (it would stop before the first token)")
-    from reachtui.model.load import (check_positions, check_weights, config_position_limit, load_model,
-                                     resolve_model)
-    from reachtui.routes import format_route, parse_route, parse_silenced
+    from reachtui.model.load import (check_layers, check_positions, check_weights, config_position_limit,
+                                     load_model, resolve_model)
+    from reachtui.routes import check_syntax, format_route, parse_route, parse_silenced
 
     # Syntax first (descending ranges, junk), before the model is loaded; ranges are checked after.
     if route_spec is not None:
-        parse_route(route_spec, 10**9, max_repeat=10**9)
-    parse_silenced(silence, 10**9)
+        check_syntax(route_spec, "route")
+    if silence is not None and silence.strip().lower() not in ("", "none"):
+        check_syntax(silence, "silenced layers")
     check_weights(resolve_model(model, allow_download=allow_download), model, allow_pickle)
+    check_layers(resolve_model(model, allow_download=allow_download), model, allow_missing_weights)
     check_positions(config_position_limit(model, allow_download=allow_download), max_new_tokens)
     loaded = load_model(model, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
                         allow_download=allow_download, device_map=device_map, offload_folder=offload_folder,
-                        allow_pickle=allow_pickle)
+                        allow_pickle=allow_pickle, allow_missing_weights=allow_missing_weights)
     n = loaded.arch.num_layers
     route = parse_route(route_spec, n) if route_spec is not None else None
     silenced = parse_silenced(silence, n)
@@ -112,7 +121,11 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
             "seed": seed,
         }, ensure_ascii=False))
         return
-    click.echo(gen.text)
+    from reachtui.tables.formats import shown
+
+    # the text as generated (click would strip escape sequences from a pipe); on a terminal, control
+    # characters shown as marks, never run
+    click.echo(shown(gen.text) if sys.stdout.isatty() else gen.text, color=True)
     click.echo(f"answer: {answer if answer is not None else '(none)'}" + (f"  [{rule}]" if rule else ""))
     click.echo(
         f"route {route_text}" + (f", silenced {','.join(map(str, sorted(silenced)))}" if silenced else "")

@@ -12,7 +12,6 @@ app's workers.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
@@ -58,7 +57,7 @@ def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_s
             result = run_audit(store, runner, model_name=loaded.name, model_path=str(loaded.path),
                                model_class=loaded.arch.model_class, task=task, protocol=protocol, limit=limit,
                                batch_size=batch_size, mlp_scan=mlp_scan, on_event=on_event, cancel=cancel,
-                               versions=versions(loaded), new=new_run)
+                               versions=versions(loaded), new=new_run, load_report=loaded.load_report)
         return result.run_id
 
     return job
@@ -82,14 +81,20 @@ def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_s
 @click.option("--allow-unmatched", is_flag=True, help="With --compare: compare runs whose protocols differ.")
 @click.option("--keymap", "keymap_file", type=click.Path(dir_okay=False), default=None,
               help='A TOML file of binding id = "key" (ids in the help screen), e.g. "filter.failure" = "F".')
-def open_(model, task_spec, task_name, store_path, run_id, probes, budget, temperature, seed, limit, mlp_scan, protocol_file,
-          max_new_tokens, new_run, device, dtype, device_map, offload_folder, batch_size, threads, trust_remote_code,
-          allow_download, allow_pickle, compare, allow_unmatched, keymap_file):
+def open_(**options):
     """Open the app: browse an audit question by question, filter failure sets, silence MLP blocks or
     edit the layer route of a question and see the answer change, apply that to a whole set.
 
     With MODEL (`demo`, a directory, or a cached HF id) the audit runs in the background unless the
     store already has a finished run for it; without MODEL, browse the store (no model is loaded)."""
+    prepare(**options)()
+
+
+def prepare(model, task_spec, task_name, store_path, run_id, probes, budget, temperature, seed, limit, mlp_scan,
+            protocol_file, max_new_tokens, new_run, device, dtype, device_map, offload_folder, batch_size, threads,
+            trust_remote_code, allow_download, allow_pickle, allow_missing_weights, compare, allow_unmatched, keymap_file):
+    """Every check `open` makes of its options before any UI (`serve` makes them too, before serving): one
+    line for a bad one. Returns what starts the app."""
     from reachtui.store import default_store_path
 
     set_threads(threads, interactive=True)   # torch loads later, in a worker: the environment is read then
@@ -99,32 +104,39 @@ def open_(model, task_spec, task_name, store_path, run_id, probes, budget, tempe
 
         check_device_map(device_map, device, offload_folder)
     launch_kw = dict(device=device, dtype=dtype, device_map=device_map, offload_folder=offload_folder,
-                     trust_remote_code=trust_remote_code, allow_download=allow_download, allow_pickle=allow_pickle)
+                     trust_remote_code=trust_remote_code, allow_download=allow_download, allow_pickle=allow_pickle,
+                     allow_missing_weights=allow_missing_weights)
     keymap = read_keymap(keymap_file) if keymap_file else None
     if compare is not None:
         if model is not None:
             raise ReachError("--compare browses two stored runs: give no MODEL")
-        return _run_app(path, None, launch_kw, keymap=keymap,
-                        compare=compared_runs(path, compare, allow_unmatched), allow_unmatched=allow_unmatched)
+        ids = compared_runs(path, compare, allow_unmatched)
+        return lambda: _run_app(path, None, launch_kw, keymap=keymap, compare=ids, allow_unmatched=allow_unmatched)
     if model is None:
         check_now = not path.is_file() or path.stat().st_size <= CHECK_FIRST_BYTES
         check_browsable(path, run_id, check=check_now)
-        from reachtui.tui.data import preload
 
-        future = preload(path, run_id)   # the rows load while textual imports
-        return _run_app(path, run_id, launch_kw, preloaded=future, keymap=keymap, check_store=not check_now)
+        def browse() -> None:
+            from reachtui.tui.data import preload
 
-    from reachtui.tasks import load_task
+            future = preload(path, run_id)   # the rows load while textual imports
+            _run_app(path, run_id, launch_kw, preloaded=future, keymap=keymap, check_store=not check_now)
+
+        return browse
+
+    from reachtui.tasks import check_gold, load_task
 
     at_least_one(batch_size=batch_size, limit=limit)
     protocol = protocol_of(protocol_file, probes=probes, budget=budget, temperature=temperature, seed=seed,
                            max_new_tokens=max_new_tokens)
     mlp_scan = pick_mlp_scan(mlp_scan, [p.name for p in protocol.probes], explicit=False)
     task = load_task(task_spec, task_name)
-    from reachtui.model.load import check_positions, check_weights, config_position_limit, resolve_model
+    check_gold(task, protocol.answer_format, protocol.choices)
+    from reachtui.model.load import check_layers, check_positions, check_weights, config_position_limit, resolve_model
 
     # a missing model, pickled weights, a --max-new-tokens over its positions: one line now, not in the app
     check_weights(resolve_model(model, allow_download=allow_download), model, allow_pickle)
+    check_layers(resolve_model(model, allow_download=allow_download), model, allow_missing_weights)
     check_positions(config_position_limit(model, allow_download=allow_download), protocol.max_new_tokens)
     from reachtui.store import Store
 
@@ -137,7 +149,7 @@ def open_(model, task_spec, task_name, store_path, run_id, probes, budget, tempe
         Store(path).close()       # the audit writes here: a read-only or damaged store is one line now
         job = make_audit_job(path, task, protocol, limit=limit, batch_size=batch_size, mlp_scan=mlp_scan,
                              new_run=new_run)
-    return _run_app(path, run_id, dict(launch_kw, model=model, audit_job=job), keymap=keymap)
+    return lambda: _run_app(path, run_id, dict(launch_kw, model=model, audit_job=job), keymap=keymap)
 
 
 def compared_runs(path: Path, specs: tuple[str, str], allow_unmatched: bool) -> tuple[int, int]:
@@ -185,25 +197,33 @@ def read_keymap(path: str) -> dict[str, str]:
         raise ReachError(f"--keymap {path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ReachError(f"--keymap {path}: not valid TOML: {exc}") from None
+    except ValueError as exc:            # Python's limit on the digits of an integer
+        raise ReachError(f"--keymap {path}: a number is too long ({str(exc).split(':')[0]})") from None
+    except RecursionError:
+        raise ReachError(f"--keymap {path}: the TOML is nested too deeply") from None
     flat: dict[str, str] = {}
-
-    def walk(prefix: str, d: dict) -> None:   # "filter.failure" = "F" parses as a nested table
-        for k, v in d.items():
-            name = f"{prefix}.{k}" if prefix else k
-            if isinstance(v, dict):
-                walk(name, v)
-            elif isinstance(v, str) and v.strip():
-                flat[name] = v.strip()
-            else:
-                raise ReachError(f"--keymap {path}: {name} must be a key name like \"F\" or \"ctrl+f\"")
-
-    walk("", raw)
-    from reachtui.tui.actions import binding_ids, keymap_clash
+    from reachtui.tui.actions import binding_ids, canonical_keys, keymap_clash
 
     known = binding_ids()
-    unknown = sorted(set(flat) - set(known))
-    if unknown:
-        raise ReachError(f"--keymap {path}: unknown binding id {unknown[0]!r} (known: {', '.join(known)})")
+
+    def unknown(name: str) -> ReachError:
+        return ReachError(f"--keymap {path}: unknown binding id {name!r} (known: {', '.join(known)})")
+
+    # "filter.failure" = "F" parses as a nested table, or as the quoted key itself: ids are section.name
+    for section, value in raw.items():
+        pairs = value.items() if isinstance(value, dict) else [(None, value)]
+        for key, v in pairs:
+            name = section if key is None else f"{section}.{key}"
+            if name not in known:
+                raise unknown(name)
+            if not isinstance(v, str) or not v.strip():
+                raise ReachError(f"--keymap {path}: {name} must be a key name like \"F\" or \"ctrl+f\"")
+            keys = canonical_keys(v)
+            if keys is None:
+                shown = v if len(v) <= 40 else v[:37] + "..."
+                raise ReachError(f"--keymap {path}: {name}: {shown!r} is not a key Textual knows (a character, or "
+                                 f"a name like escape, f1, ctrl+f, shift+tab)")
+            flat[name] = keys
     if clash := keymap_clash(flat):
         raise ReachError(f"--keymap {path}: {clash}")
     return flat

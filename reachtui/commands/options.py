@@ -60,13 +60,16 @@ placement_options = _stack(
                  help="Where a device map offloads weights to disk."),
 )
 
-#: --trust-remote-code, --allow-download, --allow-pickle.
+#: --trust-remote-code, --allow-download, --allow-pickle, --allow-missing-weights.
 model_access_options = _stack(
     click.option("--trust-remote-code", is_flag=True, help="Allow the model's own code (off by default)."),
     click.option("--allow-download", is_flag=True, help="Fetch the model from the Hugging Face hub if not cached."),
     click.option("--allow-pickle", is_flag=True,
                  help="Load a model whose weights are only pickles (pytorch_model.bin), which can run code when "
                       "loaded. Off by default: safetensors only."),
+    click.option("--allow-missing-weights", is_flag=True,
+                 help="Load a model whose checkpoint lacks weights its config asks for (they are random) or holds "
+                      "weights it has no place for. Off by default: refused; the load report is kept with the run."),
 )
 
 

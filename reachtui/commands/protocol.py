@@ -32,6 +32,6 @@ def protocol(run, store_path) -> None:
     if spec.hash() != row["protocol_hash"]:
         raise ReachError(f"run {run_id} was stored with protocol {row['protocol_hash']}, which this reachtui "
                          f"reads as {spec.hash()} (another version made it); its TOML would not match it")
-    click.echo(f"# run {run_id}: {row['model']} on {row['task']}, protocol {row['protocol_hash']}")
-    click.echo("# match keys: " + ", ".join(f"{p} {k}" for p, k in spec.match_keys().items()))
-    click.echo(protocol_to_toml(spec), nl=False)
+    click.echo(protocol_to_toml(spec, [f"run {run_id}: {row['model']} on {row['task']}, protocol {row['protocol_hash']}",
+                                       "match keys: " + ", ".join(f"{p} {k}" for p, k in spec.match_keys().items())]),
+               nl=False)

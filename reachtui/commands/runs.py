@@ -22,7 +22,10 @@ def runs(store_path, as_json):
     try:
         rows = store.list_runs()
         for r in rows:
-            r["protocol"] = json.loads(store.get_run(r["id"])["protocol_json"])
+            try:
+                r["protocol"] = json.loads(store.get_run(r["id"])["protocol_json"])
+            except (ValueError, RecursionError):    # unreadable: listed as null, not a crash
+                r["protocol"] = None
             spec = stored_protocol(r["protocol"])
             r["match_keys"] = spec.match_keys() if spec is not None else None
         if as_json:
@@ -33,11 +36,14 @@ def runs(store_path, as_json):
         from rich import box
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
+
+        from reachtui.tables.formats import shown
 
         if not rows:
             click.echo(f"no runs in {store.path}")
             return
-        t = Table(title=f"runs in {store.path}", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+        t = Table(title=Text(shown(f"runs in {store.path}")), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
                   padding=(0, 0), pad_edge=False)
         for c in ("run", "model", "task", "protocol", "status", "Qs", "attempts", "real %", "batch", "updated"):
             numeric = c in ("run", "Qs", "attempts", "real %", "batch")
@@ -46,9 +52,10 @@ def runs(store_path, as_json):
         for r in rows:
             done = r["n_realized_done"]
             realized = f"{100 * r['n_realized'] / done:.1f}" if done else "–"
-            t.add_row(str(r["id"]), r["model"], r["task"], r["protocol_hash"], r["status"], str(r["n_questions"]),
-                      str(r["n_attempts"]), realized, str(r["batch_size"] or "–"),
-                      (r["updated_at"] or "")[5:16].replace("T", " "))
+            cells = (str(r["id"]), r["model"], r["task"], r["protocol_hash"], r["status"], str(r["n_questions"]),
+                     str(r["n_attempts"]), realized, str(r["batch_size"] or "–"),
+                     (r["updated_at"] or "")[5:16].replace("T", " "))
+            t.add_row(*(Text(shown(str(c))) for c in cells))     # names are text, never markup
         Console().print(t)
         click.echo("match keys (two runs compare on a probe when its key is the same in both; realized: the default "
                    "deployment):")

@@ -28,19 +28,14 @@ def serve(ctx, host, port):
       reachtui serve --store store/reachtui.sqlite          # browse stored audits at http://127.0.0.1:8000
       reachtui serve demo --port 8080                        # the demo audit, live, in the browser
     """
-    from pathlib import Path
-
-    from reachtui.commands.open import check_browsable, open_
-    from reachtui.store import default_store_path
+    from reachtui.commands.open import open_, prepare
 
     args = list(ctx.args)
-    try:                                # the same options as `open`: refuse a bad one now, not in each tab
-        params = open_.make_context("reachtui open", list(args)).params
+    try:                                # the same options as `open`, checked as `open` checks them: a bad one is
+        params = open_.make_context("reachtui open", list(args)).params    # refused now, not in each tab
     except click.UsageError as exc:
         raise ReachError(f"serve: {exc.format_message()}") from None
-    if params["model"] is None:
-        store = params["store_path"]
-        check_browsable(Path(store) if store else default_store_path(), params["run_id"])
+    prepare(**params)
     from reachtui.tui.serve import is_loopback, serve as run_server
 
     if not is_loopback(host):

@@ -65,7 +65,7 @@ def check_given_run(store, run_id: int, *, task, protocol, limit: int | None = N
         try:
             stored = type(protocol).from_dict(json.loads(run["protocol_json"]), stored=True).to_dict()
             diff = _protocol_diff(stored, protocol.to_dict())
-        except (ValueError, TypeError, ReachError):
+        except (ValueError, TypeError, RecursionError, ReachError):
             diff = []
         detail = f" (differs in: {', '.join(diff)})" if diff else ""
         raise ReachError(f"run {run_id} was made with protocol {run['protocol_hash']}, this command gives "
@@ -80,7 +80,8 @@ def open_run(store, *, model_name: str, model_path: str | None, model_class: str
              task, protocol, limit: int | None = None, run_id: int | None = None,
              versions: dict[str, str | None] | None = None, new: bool = False) -> tuple[int, bool]:
     """The run to work on: `run_id` if given (checked against model, task, protocol and limit), else the
-    latest unfinished run of the same (model, task, protocol, limit), else a new one. Returns
+    latest unfinished run of the same (model, task, protocol, limit), else a new one; claimed for this
+    process (`Store.claim_run`: EnvironmentFault when another process audits it now). Returns
     (run_id, resumed)."""
     if limit is not None and limit < 1:
         raise ReachError(f"--limit must be at least 1, not {limit}")
@@ -89,21 +90,25 @@ def open_run(store, *, model_name: str, model_path: str | None, model_class: str
     phash = protocol.hash()
     if run_id is not None:
         check_given_run(store, run_id, task=task, protocol=protocol, limit=limit, model_name=model_name)
+        store.claim_run(run_id)
         return int(run_id), True
-    if not new:
-        run = store.find_run(model_id, task_id, phash, limit, statuses=UNFINISHED)
-        if run is not None:
-            return int(run["id"]), True
-    qids = store.task_question_ids(task_id)          # {qid: question_id} in task order
-    ids = [qids[str(q.id)] for q in task.questions]
-    if limit is not None:
-        ids = ids[:limit]
-    versions = versions or {}
-    rid = store.create_run(model_id, task_id, protocol_json=protocol.canonical_json(), protocol_hash=phash,
-                           limit_n=limit, question_ids=ids,
-                           torch_version=versions.get("torch"),
-                           transformers_version=versions.get("transformers"),
-                           device=versions.get("device"), dtype=versions.get("dtype"))
+    with store.transaction():     # two identical audits started together: the second waits here, then finds
+        if not new:               # the first's run, which it cannot claim while the first works on it
+            run = store.find_run(model_id, task_id, phash, limit, statuses=UNFINISHED)
+            if run is not None:
+                store.claim_run(run["id"])
+                return int(run["id"]), True
+        qids = store.task_question_ids(task_id)          # {qid: question_id} in task order
+        ids = [qids[str(q.id)] for q in task.questions]
+        if limit is not None:
+            ids = ids[:limit]
+        versions = versions or {}
+        rid = store.create_run(model_id, task_id, protocol_json=protocol.canonical_json(), protocol_hash=phash,
+                               limit_n=limit, question_ids=ids,
+                               torch_version=versions.get("torch"),
+                               transformers_version=versions.get("transformers"),
+                               device=versions.get("device"), dtype=versions.get("dtype"))
+        store.claim_run(rid)
     return rid, False
 
 
@@ -219,15 +224,22 @@ class Audit:
 
 def run_audit(store, runner, *, model_name: str, model_path: str | None = None, model_class: str | None = None,
               task, protocol, limit: int | None = None, run_id: int | None = None, batch_size: int | None = None,
-              mlp_scan: str | None = None, on_event=None, cancel=None, versions=None, new: bool = False) -> AuditResult:
+              mlp_scan: str | None = None, on_event=None, cancel=None, versions=None, new: bool = False,
+              load_report: str | None = None) -> AuditResult:
     """Open (or resume) the run and execute it. See `open_run` and `Audit`. Prompts that do not fit the
-    model's positions are refused before the store is touched."""
+    model's positions are refused before the store is touched. `load_report`: what loading the model found
+    (`LoadedModel.load_report`), kept with the run as a "load" event."""
     questions = list(task.questions)[:limit] if limit is not None else list(task.questions)
     check_fits(runner, [protocol.render_prompt(q.question, runner.tokenizer) for q in questions],
                [str(q.id) for q in questions], protocol.max_new_tokens)
     rid, resumed = open_run(store, model_name=model_name, model_path=model_path, model_class=model_class,
                             num_layers=int(runner.num_layers), task=task, protocol=protocol, limit=limit,
                             run_id=run_id, versions=versions, new=new)
-    audit = Audit(store, runner, rid, batch_size=batch_size, mlp_scan=mlp_scan, on_event=on_event,
-                  cancel=cancel, resumed=resumed)
-    return audit.run()
+    try:
+        if load_report:
+            store.add_run_event(rid, "load", load_report)
+        audit = Audit(store, runner, rid, batch_size=batch_size, mlp_scan=mlp_scan, on_event=on_event,
+                      cancel=cancel, resumed=resumed)
+        return audit.run()
+    finally:
+        store.release_run(rid)

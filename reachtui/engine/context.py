@@ -9,7 +9,6 @@ app's apply job all run through it.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -68,13 +67,13 @@ class RunContext:
 
     def __init__(self, store, runner, run_id: int, *, batch_size: int | None = None, remember: bool = True,
                  on_event: Callable[[Progress], None] | None = None, cancel=None) -> None:
-        from reachtui.protocol import Protocol
+        from reachtui.protocol import protocol_of_run
 
         self.store = store
         self.runner = runner
         self.run_id = int(run_id)
         self.run_row = store.get_run(self.run_id)
-        self.protocol = Protocol.from_dict(json.loads(self.run_row["protocol_json"]), stored=True)
+        self.protocol = protocol_of_run(self.run_row)
         if self.protocol.hash() != self.run_row["protocol_hash"]:
             raise ReachError(f"run {run_id}: its stored protocol no longer hashes to {self.run_row['protocol_hash']} "
                              f"(made by another reachtui version?); start a new run")
@@ -152,8 +151,7 @@ class RunContext:
         """Grade `gens` (one per work item), store them in one transaction, note an out-of-memory halving
         the runner made meanwhile and what else it has to say (`take_notes`); returns the rows."""
         rows = [attempt_row(self.questions[w.pos], w, g, self.fmt) for w, g in zip(todo, gens)]
-        self.store.insert_attempts(self.run_id, rows)
-        self.generated += len(rows)
+        self.generated += self.store.insert_attempts(self.run_id, rows)   # new rows only: never another's
         hint = self.runner.batch_size_hint
         if hint is not None and hint != self._oom_seen:
             self._oom_seen = hint

@@ -78,6 +78,14 @@ class ImportResult:
 # -------------------------------------------------------------------------------------------------
 
 
+def _finite(value: int | float) -> bool:
+    """A number a float can hold: not NaN, not ±Infinity, not 1e400 (read as Infinity) or a huge integer."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _need(path: Path, i: int, obj: dict, key: str) -> Any:
     if key not in obj:
         raise ReachError(f"{path}:{i}: missing field {key!r}")
@@ -118,8 +126,8 @@ def read_jsonl(path: Path, task) -> Parsed:
             raise ReachError(f"{path}:{i}: output must be text, not {type(output).__name__}")
         lp = obj.get("mean_logprob")
         if lp is not None:
-            if isinstance(lp, bool) or not isinstance(lp, (int, float)) or math.isnan(lp):
-                raise ReachError(f"{path}:{i}: mean_logprob must be a number or null, not {lp!r}")
+            if isinstance(lp, bool) or not isinstance(lp, (int, float)) or not _finite(lp):
+                raise ReachError(f"{path}:{i}: mean_logprob must be a finite number or null, not {lp!r}")
             lp = float(lp)
         key = (qid, probe, attempt)
         if key in first_at:
@@ -165,6 +173,8 @@ def read_lm_eval(path: Path, task, filter_name: str | None = None) -> Parsed:
             raise ReachError(f"{path}:{i}: doc_id must be an integer >= 0, not {doc_id!r}")
         responses = _responses(path, i, resps)  # checked on every row, also the ones skipped below
         flt = obj.get("filter")
+        if flt is not None and not isinstance(flt, str):
+            raise ReachError(f"{path}:{i}: filter must be a filter's name (text), not {type(flt).__name__}")
         filters_seen.setdefault(flt, None)
         if filter_name is not None and flt != filter_name:
             skipped += 1
@@ -335,9 +345,11 @@ def import_file(path: str | Path, task_spec: str, *, fmt: str | None = None, mod
                 realized_epoch: int | None = None) -> ImportResult:
     """Read, check and grade FILE against the task, then write one complete run in one transaction."""
     from reachtui.grading import FORMATS as ANSWER_FORMATS
-    from reachtui.tasks import load_task
+    from reachtui.tasks import check_gold, check_name, load_task
 
     path = Path(path)
+    if model is not None:
+        check_name(model, "--model")
     if fmt is not None and fmt not in IMPORT_FORMATS:
         raise ReachError(f"unknown import format {fmt!r}; choose one of {', '.join(IMPORT_FORMATS)}")
     if answer_format is not None and answer_format not in ANSWER_FORMATS:
@@ -360,6 +372,7 @@ def import_file(path: str | Path, task_spec: str, *, fmt: str | None = None, mod
         parsed = read_lm_eval(path, task, filter_name)
     budgets = check_complete(path, parsed.records)
     protocol = build_protocol(protocol_path, answer_format, task, budgets, rule)
+    check_gold(task, protocol.answer_format, protocol.choices)
     rows = grade_records(parsed.records, task, protocol.answer_format)
     notes = list(parsed.notes) + target_mismatches(parsed, task, protocol.answer_format)
     has_realized = any(r.probe == registry.REALIZED.name for r in parsed.records)

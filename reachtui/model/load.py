@@ -3,7 +3,10 @@
 `resolve_model`, `check_weights` and `position_limit` import neither torch nor transformers. Nothing is
 downloaded unless `allow_download`; `trust_remote_code` is off unless asked for; pickled weights
 (`pytorch_model.bin`, which can run code when loaded) are refused unless `allow_pickle`: safetensors is the
-safe default.
+safe default. A checkpoint that does not hold every weight the config asks for (a `num_hidden_layers` above
+the layers in the weights, a missing tensor: transformers fills them with random values) or holds weights
+the model has no place for is refused unless `allow_missing_weights`; what was loaded is said in
+`LoadedModel.load_report`, which a run keeps. A tokenizer with more tokens than the model embeds is refused.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ class LoadedModel:
     dtype: str
     arch: Any
     device_map: dict | None = None   # module -> device, as accelerate placed it (None: one device)
+    load_report: str = ""            # what from_pretrained loaded (`describe_loading`): kept with a run
 
 
 def hf_cache_dir() -> Path:
@@ -140,6 +144,42 @@ def check_weights(path: Path, spec: str, allow_pickle: bool = False) -> None:
                          "loaded: pass --allow-pickle if you trust them, or convert them to safetensors")
 
 
+_LAYER_KEY = re.compile(r"\.layers\.(\d+)\.")
+
+
+def safetensors_names(path: Path) -> list[str]:
+    """The tensor names in a model directory's safetensors files, read from their headers only (8 bytes of
+    length, then JSON): no torch, no weights read. Empty when there are none or one cannot be read."""
+    names: list[str] = []
+    for file in sorted(Path(path).glob(SAFE_WEIGHTS)):
+        try:
+            with open(file, "rb") as fh:
+                size = int.from_bytes(fh.read(8), "little")
+                if not 0 < size <= 100 << 20:
+                    return []
+                header = json.loads(fh.read(size))
+        except (OSError, ValueError, RecursionError):
+            return []
+        if not isinstance(header, dict):
+            return []
+        names += [k for k in header if k != "__metadata__"]
+    return names
+
+
+def check_layers(path: Path, spec: str, allow_missing_weights: bool = False) -> None:
+    """Before loading: a config whose num_hidden_layers exceeds the layers its safetensors hold is refused
+    (transformers would fill the rest with random weights) unless `allow_missing_weights`. The full check,
+    every tensor, is made when the model loads (`load_model`)."""
+    if allow_missing_weights:
+        return
+    layers = read_config(Path(path)).get("num_hidden_layers")
+    found = {int(m.group(1)) for name in safetensors_names(path) if (m := _LAYER_KEY.search(name))}
+    if isinstance(layers, int) and not isinstance(layers, bool) and found and layers > max(found) + 1:
+        raise ReachError(f"model {spec!r}: its config asks for {layers} layers (num_hidden_layers) but its weights "
+                         f"hold {max(found) + 1}: the other layers would be random; pass --allow-missing-weights to "
+                         f"audit it anyway")
+
+
 #: Config fields that give the longest sequence (prompt + generated tokens) a model has positions for.
 POSITION_FIELDS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
 
@@ -171,7 +211,9 @@ def read_config(path: Path) -> dict:
     try:
         config = json.loads((path / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ReachError(f"{path}/config.json cannot be read: {_one_line(exc)}") from None
+        raise ReachError(f"{path}/config.json cannot be read: {_one_line(exc)[:200]}") from None
+    except RecursionError:
+        raise ReachError(f"{path}/config.json cannot be read: it is nested too deeply") from None
     if not isinstance(config, dict):
         raise ReachError(f"{path}/config.json is not a JSON object")
     return config
@@ -269,7 +311,9 @@ def check_device_map(device_map, device: str, offload_folder) -> str | dict | No
             try:
                 device_map = json.loads(Path(text).expanduser().read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
-                raise ReachError(f"device map file {text}: cannot be read ({_one_line(exc)})") from exc
+                raise ReachError(f"device map file {text}: cannot be read ({_one_line(exc)[:200]})") from None
+            except RecursionError:
+                raise ReachError(f"device map file {text}: cannot be read (nested too deeply)") from None
             if not isinstance(device_map, dict):
                 raise ReachError(f"device map file {text} must be a JSON object of module name -> device")
         else:
@@ -343,6 +387,34 @@ def load_tokenizer(spec: str, trust_remote_code: bool = False, allow_download: b
     return _tokenizer(spec, path, trust_remote_code)
 
 
+def describe_loading(info: dict) -> tuple[str, int]:
+    """(one line, count of weights not as the checkpoint gives them) from from_pretrained's loading info:
+    missing (randomly initialised), unexpected (in the checkpoint, no place in the model), mismatched."""
+    parts, bad = [], 0
+    for key, word in (("missing_keys", "missing (randomly initialised)"), ("unexpected_keys", "unexpected"),
+                      ("mismatched_keys", "of another shape")):
+        names = sorted(str(k[0] if isinstance(k, tuple) else k) for k in (info.get(key) or ()))
+        if names:
+            bad += len(names)
+            more = f", +{len(names) - 3} more" if len(names) > 3 else ""
+            parts.append(f"{len(names)} weight(s) {word}: {', '.join(names[:3])}{more}")
+    return ("; ".join(parts) if parts else "every weight loaded from the checkpoint"), bad
+
+
+def check_vocabulary(spec: str, model, tokenizer) -> None:
+    """A tokenizer whose ids reach past the model's embedding table is refused before anything runs (an
+    IndexError mid-run otherwise)."""
+    try:
+        rows = int(model.get_input_embeddings().weight.shape[0])
+    except Exception:  # noqa: BLE001 - a model without the accessor: nothing to compare
+        return
+    tokens = len(tokenizer)
+    if tokens > rows:
+        raise ReachError(f"model {spec!r}: its tokenizer has {tokens} tokens but the model embeds only {rows}: "
+                         f"token ids {rows}-{tokens - 1} have no embedding (the tokenizer and the weights do not "
+                         f"belong together)")
+
+
 def load_model(
     spec: str,
     device: str = "auto",
@@ -353,13 +425,15 @@ def load_model(
     offload_folder: str | None = None,
     max_memory: dict | None = None,
     allow_pickle: bool = False,
+    allow_missing_weights: bool = False,
 ) -> LoadedModel:
     """Resolve, load (eval mode, no progress bars) and discover the layers of a causal LM.
 
     With `device_map` (auto|balanced|balanced_low_0|sequential, a {module: device} dict, or a JSON file of
     one) the model is placed by accelerate (`from_pretrained(device_map=...)`: layers split over GPUs, or
     offloaded to the CPU / `offload_folder` when they do not fit) instead of moved to one `device`. A
-    directory with only pickled weights is refused unless `allow_pickle` (`check_weights`)."""
+    directory with only pickled weights is refused unless `allow_pickle` (`check_weights`); weights missing
+    from the checkpoint (or unexpected in it) unless `allow_missing_weights`."""
     path = resolve_model(spec, allow_download=allow_download)
     check_weights(path, spec, allow_pickle)
     dmap = check_device_map(device_map, device, offload_folder)
@@ -397,16 +471,22 @@ def load_model(
         placement = {} if allow_pickle else {"use_safetensors": True}
         if dmap is not None:
             placement.update(device_map=dmap, offload_folder=offload_folder, max_memory=max_memory)
-        model = AutoModelForCausalLM.from_pretrained(
+        model, info = AutoModelForCausalLM.from_pretrained(
             str(path), dtype=torch_dtype, trust_remote_code=trust_remote_code, local_files_only=True,
-            **placement,
+            output_loading_info=True, **placement,
         )
     except Exception as exc:  # noqa: BLE001
         msg = _one_line(exc)
         if "trust_remote_code" in msg:
             raise ReachError(f"model {spec!r} needs its own code: pass --trust-remote-code if you trust it") from exc
         raise ReachError(f"cannot load model {spec!r} from {path}: {msg}") from exc
+    report, bad = describe_loading(info)
+    if bad and not allow_missing_weights:
+        raise ReachError(f"model {spec!r} does not match its checkpoint: {report} (a config whose "
+                         f"num_hidden_layers exceeds the layers in the weights does this); pass "
+                         f"--allow-missing-weights to audit it anyway")
     tokenizer = _tokenizer(spec, path, trust_remote_code)
+    check_vocabulary(spec, model, tokenizer)
     placed = None
     if dmap is None:
         try:
@@ -421,5 +501,7 @@ def load_model(
 
     arch = discover(model)
     name = model_name(spec)   # the one naming rule: what the store calls the model
+    if bad:
+        report = f"loaded with --allow-missing-weights: {report}"
     return LoadedModel(name=name, path=path, model=model, tokenizer=tokenizer, device=dev, dtype=dt, arch=arch,
-                       device_map=placed)
+                       device_map=placed, load_report=report)

@@ -94,7 +94,7 @@ class RouteRules:
         """Skip or repeat-once a contiguous block of 1..max_block layers of the identity route."""
         ident = self.identity
         out: list[tuple[int, ...]] = []
-        for b in range(1, self.max_block + 1):
+        for b in range(1, min(self.max_block, self.L) + 1):    # no block is longer than the model
             for s in range(0, self.L - b + 1):
                 out.append(ident[:s] + ident[s + b:])
                 out.append(ident[:s + b] + ident[s:s + b] + ident[s + b:])

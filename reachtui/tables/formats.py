@@ -14,6 +14,14 @@ None and NaN are empty in csv/tsv, null in json, "–" for people.
 `render`/`render_many` give text in a format; `fold_intervals` turns each interval `X_lo`, `X_hi` into
 one column for people ("X CI": "[75.1, 85.0]", or "X": "80.3 [75.1, 85.0]" with the value); `percent`
 writes a share with its interval inside a line. Pure Python (rich only inside `to_rich`/`to_text`).
+
+Cells come from model outputs, task files and names people chose, so no format lets one act on its reader:
+csv/tsv text that a spreadsheet would run as a formula (starting with = + - @, a tab or a CR, and not a
+plain number) gets a leading ' unless `formulas=True` (`--keep-formulas`); md and LaTeX cells, notes,
+titles, the caption and the label are escaped, control characters written as spaces (a blank line or a
+raw CR inside a LaTeX cell, a newline inside a Markdown row); the terminal shows control characters as
+visible marks (an escape sequence in an output never reaches the terminal) and never reads markup in a
+cell.
 """
 
 from __future__ import annotations
@@ -85,17 +93,44 @@ def _numeric(col: Column) -> bool:
     return col.kind in ("int", "frac", "float", "pvalue", "interval")
 
 
-def to_csv(table: Table, *, delimiter: str = ",", headers: bool = True) -> str:
+#: What a spreadsheet reads as the start of a formula (OWASP's CSV injection list).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def neutral_cell(v: Any) -> Any:
+    """A csv/tsv cell a spreadsheet will not run: text starting like a formula gets a leading ' (a plain
+    number such as "-3" stays as it is: a spreadsheet reads it as the number)."""
+    if isinstance(v, str) and v.startswith(FORMULA_STARTS) and not _PLAIN_NUMBER.fullmatch(v):
+        return "'" + v
+    return v
+
+
+_FORMULA_FIRST = frozenset(FORMULA_STARTS)
+
+
+def _neutral_rows(rows: Iterable[tuple]) -> Iterable[tuple]:
+    """The rows with `neutral_cell` applied where some cell starts like a formula (a plain loop: the attempts
+    export passes a million rows through here)."""
+    for row in rows:
+        for v in row:
+            if type(v) is str and v[:1] in _FORMULA_FIRST:
+                row = tuple(neutral_cell(x) for x in row)
+                break
+        yield row
+
+
+def to_csv(table: Table, *, delimiter: str = ",", headers: bool = True, formulas: bool = False) -> str:
+    """csv (or tsv with `delimiter`); `formulas`: write cells that start like a formula as they are."""
     buf = io.StringIO()
     w = csv.writer(buf, delimiter=delimiter, lineterminator="\n")
     if headers:
         w.writerow(table.column_names)
-    if table.plain:   # nothing to convert (None is written empty, a bool column's 0/1 as they are)
-        w.writerows(table.rows)
-        return buf.getvalue()
-    kinds = [c.kind for c in table.columns]
-    for row in table.rows:
-        w.writerow([_csv_value(v, k) for v, k in zip(row, kinds)])
+    rows = table.rows
+    if not table.plain:   # plain: nothing to convert (None is written empty, a bool column's 0/1 as they are)
+        kinds = [c.kind for c in table.columns]
+        rows = ([_csv_value(v, k) for v, k in zip(row, kinds)] for row in rows)
+    w.writerows(rows if formulas else _neutral_rows(rows))
     return buf.getvalue()
 
 
@@ -185,8 +220,17 @@ def human_cells(table: Table, *, inline_ci: bool = True) -> list[dict[str, str]]
     return [{c.name: human_value(v, c.kind, c.signed) for v, c in zip(row, folded.columns)} for row in folded.rows]
 
 
+#: Control characters (C0, DEL, C1) and the Unicode line and paragraph separators.
+_CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _spaced(s: str) -> str:
+    """Control characters as spaces: no line break, CR or NUL inside a Markdown row or a LaTeX cell."""
+    return _CONTROL_RE.sub(" ", s)
+
+
 def _md_escape(s: str) -> str:
-    return s.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    return _spaced(s.replace("\\", "\\\\").replace("|", "\\|"))
 
 
 def to_markdown(table: Table, *, headers: bool = True, inline_ci: bool = False) -> str:
@@ -230,7 +274,19 @@ _LATEX_RE = re.compile("|".join(re.escape(k) for k in _LATEX_SPECIAL))
 
 
 def latex_escape(s: str) -> str:
-    return _LATEX_RE.sub(lambda m: _LATEX_SPECIAL[m.group(0)], s)
+    """Text as LaTeX typesets it: its special characters escaped, control characters as spaces (a blank
+    line would end the paragraph inside a cell, a newline would end a % comment)."""
+    return _LATEX_RE.sub(lambda m: _LATEX_SPECIAL[m.group(0)], _spaced(s))
+
+
+_LABEL_RE = re.compile(r"[A-Za-z0-9:._/+-]{1,200}")
+
+
+def check_label(label: str | None) -> None:
+    """A LaTeX \\label key: letters, digits and : . _ / + - (nothing LaTeX would run, like \\input)."""
+    if label is not None and not _LABEL_RE.fullmatch(label):
+        shown = label if len(label) <= 40 else label[:37] + "..."
+        raise ReachError(f"--label {shown!r}: a label is letters, digits and : . _ / + - only")
 
 
 _MINUS = re.compile(r"(?<![\w.])-(?=\d)")
@@ -257,6 +313,7 @@ def to_latex(table: Table, *, headers: bool = True, inline_ci: bool = False, cap
         if caption is not None:
             out.append(f"\\caption{{{latex_escape(caption)}}}")
         if label is not None:
+            check_label(label)
             out.append(f"\\label{{{label}}}")
     out.append(f"\\begin{{tabular}}{{{spec}}}")
     out.append("\\toprule")
@@ -286,21 +343,37 @@ def to_rich(table: Table, *, compact: bool = False, inline_ci: bool = False):
     one space between columns, each word of a header on its own line, cells never wrapped."""
     from rich import box
     from rich.table import Table as RichTable
+    from rich.text import Text
+
+    from rich.markup import escape
 
     table = fold_intervals(table, with_value=inline_ci)
-    title = table.title
+    title = escape(shown(table.title))
     if table.warnings:
-        title = "[bold red]" + " ".join(f"WARNING: {w}" for w in table.warnings) + "[/]\n" + title
+        title = "[bold red]" + " ".join(f"WARNING: {escape(shown(w))}" for w in table.warnings) + "[/]\n" + title
     if compact:
         rt = RichTable(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 0), show_edge=False)
     else:
         rt = RichTable(title=title)
     for c in table.columns:
         header = "\n".join(human_header(c).split()) if compact else human_header(c)
-        rt.add_column(header, justify="right" if _numeric(c) else "left", no_wrap=compact)
+        rt.add_column(Text(shown(header)), justify="right" if _numeric(c) else "left", no_wrap=compact)
     for row in table.rows:
-        rt.add_row(*[human_value(v, c.kind, c.signed) for v, c in zip(row, table.columns)])
+        rt.add_row(*[Text(shown(human_value(v, c.kind, c.signed))) for v, c in zip(row, table.columns)])
     return rt
+
+
+#: How a control character shows on a terminal: C0 and DEL as their Unicode control pictures (ESC is ␛),
+#: C1 and the bidirectional overrides as U+FFFD; a newline and a tab stay what they are.
+_SHOWN = {**{i: 0x2400 + i for i in range(0x20) if i not in (0x09, 0x0A)}, 0x7F: 0x2421,
+          **{i: 0xFFFD for i in range(0x80, 0xA0)},
+          **{i: 0xFFFD for i in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))}}
+
+
+def shown(text: str) -> str:
+    """Text for a terminal: no control character reaches it (an escape sequence in a model's output would
+    otherwise be run by the terminal: colours, its title, the clipboard)."""
+    return text.translate(_SHOWN)
 
 
 def to_text(table: Table, *, width: int = 160, inline_ci: bool = False) -> str:
@@ -310,18 +383,19 @@ def to_text(table: Table, *, width: int = 160, inline_ci: bool = False) -> str:
     console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
     console.print(to_rich(table, inline_ci=inline_ci))
     for n in table.notes:
-        console.print(n, markup=False, highlight=False)
+        console.print(shown(n), markup=False, highlight=False)
     return console.export_text()
 
 
 def render(table: Table, fmt: str, *, headers: bool = True, inline_ci: bool = False, caption: str | None = None,
-           label: str | None = None) -> str:
+           label: str | None = None, formulas: bool = False) -> str:
     """The table as text in `fmt` (one of FORMATS). For people: `inline_ci` writes each interval beside its
-    value ("80.3 [75.1, 85.0]") instead of in its own column; LaTeX takes a `caption` and a `label`."""
+    value ("80.3 [75.1, 85.0]") instead of in its own column; LaTeX takes a `caption` and a `label`; csv/tsv
+    neutralise formulas unless `formulas`."""
     if fmt == "csv":
-        return to_csv(table, headers=headers)
+        return to_csv(table, headers=headers, formulas=formulas)
     if fmt == "tsv":
-        return to_csv(table, delimiter="\t", headers=headers)
+        return to_csv(table, delimiter="\t", headers=headers, formulas=formulas)
     if fmt == "json":
         return to_json(table)
     if fmt == "ndjson":

@@ -78,10 +78,12 @@ def attempts_table(source: Any, run_ids: Sequence[int]) -> Table:
     rows: list[tuple] = []
     for run_id in run_ids:
         temperature, params = _decoding(con, run_id)
+        # an imported run records no decoding: no seed either (and no reachtui_seed function registered)
+        seed = "NULL" if temperature == "NULL" else (
+            f"CASE WHEN {temperature} > 0 THEN reachtui_seed(a.probe, a.route, a.silenced, q.idx, a.attempt) END")
         rows += con.execute(
             f"""SELECT a.run_id, q.qid, a.probe, a.attempt, a.route, a.silenced, {temperature},
-                       CASE WHEN {temperature} > 0
-                            THEN reachtui_seed(a.probe, a.route, a.silenced, q.idx, a.attempt) END,
+                       {seed},
                        a.text, a.answer, a.rule, a.correct, a.mean_logprob, a.new_tokens,
                        a.layers_executed, a.compute
                 FROM attempts a JOIN questions q ON q.id = a.question_id
@@ -99,8 +101,8 @@ def _decoding(con, run_id: int) -> tuple[str, tuple]:
 
     row = con.execute("SELECT protocol_json, source FROM runs WHERE id = ?", (run_id,)).fetchone()
     if row is None or row[1] != "audit":
-        return "NULL", ()
-    protocol = protocol_of_run({"protocol_json": row[0]})
+        return "NULL", ()      # no temperature, and no seed: reachtui_seed is not even called
+    protocol = protocol_of_run({"id": run_id, "protocol_json": row[0]})
     con.create_function("reachtui_seed", 5, protocol.attempt_seeder(), deterministic=True)
     own = {spec.name: protocol.decoding_of(spec.name)[0] for spec in protocol.probes}
     cases = " ".join("WHEN ? THEN ?" for _ in own)

@@ -54,14 +54,17 @@ def resolve_run(source: Any, spec: str | int | None) -> int:
             raise ReachError("the audit store has no runs yet")
         return int(row[0])
     text = str(spec).strip()
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):       # a model name ("١" is not run 1: ASCII digits only)
         row = con.execute(LATEST_COMPLETE_RUN_SQL, {"model": text}).fetchone()
         if row[0] is not None:
             return int(row[0])
         models = [m for (m,) in con.execute("SELECT DISTINCT m.name FROM runs r JOIN models m ON m.id = r.model_id "
                                              "WHERE r.status = 'complete' ORDER BY m.name")]
-        raise ReachError(f"no run {text!r}: not a run id, 'latest', or a model with a complete run "
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise ReachError(f"no run {shown!r}: not a run id, 'latest', or a model with a complete run "
                          f"(models: {', '.join(models) or 'none yet'})")
+    if len(text.lstrip("0")) > 19:                     # no SQLite integer (and no 4,300-digit conversion)
+        raise ReachError(f"no run {text if len(text) <= 40 else text[:37] + '...'} in the audit store")
     run_id = int(text)
     if run_id >= 2**63 or con.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
         have = con.execute("SELECT min(id), max(id), count(*) FROM runs").fetchone()
@@ -87,7 +90,7 @@ def run_info(source: Any, run_id: int) -> dict[str, Any]:
     info = dict(zip(keys, row))
     try:
         protocol = json.loads(row[8]) if row[8] else {}
-    except ValueError:
+    except (ValueError, RecursionError):
         protocol = {}
     info["protocol"] = protocol if isinstance(protocol, dict) else {}
     return info

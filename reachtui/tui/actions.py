@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from textual.app import App
 from textual.binding import Binding
+from textual.keys import KEY_ALIASES, KEY_NAME_REPLACEMENTS, Keys, _character_to_key, key_to_character
 
 
 @dataclass(frozen=True)
@@ -119,17 +119,65 @@ def keys_of(action: Action, keymap: Mapping[str, str] | None = None) -> list[str
     return [k.strip() for k in ((keymap or {}).get(action.id) or action.keys).split(",") if k.strip()]
 
 
+#: Key modifiers, in the order Textual writes them ("ctrl+shift+left").
+MODIFIERS = ("ctrl", "alt", "meta", "super", "hyper", "shift")
+#: Keys with names (not characters): escape, f1, pageup, ... and Textual's aliases (tab = ctrl+i).
+_NAMED_KEYS = {k.value.rpartition("+")[2] for k in Keys if not k.value.startswith("<")} | {
+    name.rpartition("+")[2] for primary, aliases in KEY_ALIASES.items() for name in (primary, *aliases)}
+
+
+#: Textual's short names of some characters ("plus" for plus_sign, "minus" for hyphen_minus).
+_REPLACED = {short: long for long, short in KEY_NAME_REPLACEMENTS.items()}
+
+
+def canonical_key(key: str) -> str | None:
+    """One key as Textual reads a key press, or None for a name Textual knows no key by: modifiers in
+    `MODIFIERS` order, a character by its name ("?" is question_mark), shift and a letter as the capital
+    letter ("shift+f" is "F", the key a terminal sends), an alias as its key ("ctrl+i" is "tab")."""
+    key = key.strip()
+    if len(key) == 1:
+        mods, base = [], key
+    else:
+        *mods, base = key.split("+")
+        mods = [m.strip().lower() for m in mods]
+        base = base.strip()
+        if not base or any(m not in MODIFIERS for m in mods) or len(set(mods)) != len(mods):
+            return None
+    if len(base) == 1:
+        char = base
+    elif base.lower() in _NAMED_KEYS:
+        char, base = None, base.lower()
+    else:
+        name = base.lower()
+        char = key_to_character(_REPLACED.get(name, name))
+        if char is None:
+            return None
+    if char is not None:
+        if not char.isprintable() or char.isspace() and char != " ":
+            return None
+        if mods == ["shift"] and char.isascii() and char.isalpha():
+            mods, char = [], char.upper()
+        base = "space" if char == " " else _character_to_key(char)
+    full = "+".join([m for m in MODIFIERS if m in mods] + [base])
+    return next((primary for primary, aliases in KEY_ALIASES.items() if full in aliases), full)
+
+
+def canonical_keys(keys: str) -> str | None:
+    """A comma-separated list of keys, each `canonical_key` (None when one of them is not a key)."""
+    out = [canonical_key(k) for k in keys.split(",") if k.strip()]
+    return ",".join(out) if out and None not in out else None
+
+
 def keymap_clash(keymap: Mapping[str, str]) -> str | None:
     """One line naming two actions a keymap gives the same key where both are active at once (on one screen:
-    its own, the table's and the App's), else None. Keys compare as Textual reads them ("?" is
-    question_mark)."""
-    keymap = App._normalize_keymap(dict(keymap))   # what App.set_keymap applies
+    its own, the table's and the App's), else None. Keys compare as Textual reads them (`canonical_key`:
+    "?" is question_mark, "shift+f" is "F")."""
     for scopes in SCREENS.values():
         owner: dict[str, str] = {}
         for a in ACTIONS:
             if a.scope not in scopes:
                 continue
-            for key in keys_of(a, keymap):
+            for key in (canonical_key(k) or k for k in keys_of(a, keymap)):
                 if key in owner and owner[key] != a.id:
                     return (f"key {key!r} would run both {owner[key]} and {a.id}; map one of them to another "
                             f"key too")

@@ -49,6 +49,7 @@ class Launch:
     trust_remote_code: bool = False
     allow_download: bool = False
     allow_pickle: bool = False
+    allow_missing_weights: bool = False
     audit_job: Any = None
 
 
@@ -304,7 +305,8 @@ class ReachApp(App[None]):
                     runner = load_runner(spec, device=launch.device, dtype=launch.dtype, device_map=launch.device_map,
                                          offload_folder=launch.offload_folder, allow_download=launch.allow_download,
                                          trust_remote_code=launch.trust_remote_code,
-                                         allow_pickle=launch.allow_pickle)
+                                         allow_pickle=launch.allow_pickle,
+                                         allow_missing_weights=launch.allow_missing_weights)
                 except Exception as exc:
                     # said where it stays (header, layer strip), not only in a notification that fades
                     text = str(exc) if isinstance(exc, ReachError) else f"{type(exc).__name__}: {exc}"

@@ -82,7 +82,11 @@ class AuditData:
 
     def run(self, run_id: int) -> RunInfo:
         row = self.store.get_run(run_id)
-        protocol = json.loads(row["protocol_json"]) if row.get("protocol_json") else {}
+        try:         # a protocol this reachtui cannot read: browse the run without it (its tables say so)
+            protocol = json.loads(row["protocol_json"]) if row.get("protocol_json") else {}
+        except (ValueError, RecursionError):
+            protocol = {}
+        protocol = protocol if isinstance(protocol, dict) else {}
         return RunInfo(id=row["id"], model=row["model"], model_path=row.get("model_path"),
                        num_layers=row.get("num_layers"), task=row["task"], task_path=row.get("task_path"),
                        protocol=protocol, protocol_hash=row["protocol_hash"], status=row["status"],

@@ -12,7 +12,7 @@ def export_table(store, run_id: int, table: str, fmt: str, folder: Path, *, show
     (the view's filter, `label`, which also names the file). Returns (path, rows written); ReachError on
     failure."""
     from reachtui import tables
-    from reachtui.commands.export import write_atomic
+    from reachtui.output import write_output
     from reachtui.tables.formats import render
 
     built = tables.build_table(store, table, [run_id])
@@ -24,5 +24,5 @@ def export_table(store, run_id: int, table: str, fmt: str, folder: Path, *, show
     suffix = {"latex": "tex", "table": "txt"}.get(fmt, fmt)
     path = Path(folder) / f"run{run_id}-{table}{'-' + slug if slug else ''}.{suffix}"
     Path(folder).mkdir(parents=True, exist_ok=True)
-    write_atomic(str(path), render(built, fmt))
+    write_output(str(path), render(built, fmt), store.path)
     return path, len(built.rows)
