@@ -1,0 +1,113 @@
+"""The golden demo audit: the engine, the store and every table give the very attempts and numbers they gave
+before a refactor. `tests/golden/demo_audit.json` was written by `python tests/test_golden_audit.py --write`
+(run once, on the code before the refactor); the test audits the same questions again, in a fresh process
+(one torch thread, as the golden was made), and compares every stored row the audit decides (attempts,
+failure sets, MLP scan, the tables' stored pass) and every exported table in every data format.
+
+Log-probs are compared to 1e-6 (relative): a CPU of another model may round the last bits differently;
+everything else (texts, answers, grades, routes, counts, the tables' cells) must be equal."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+GOLDEN = Path(__file__).with_name("golden") / "demo_audit.json"
+AUDIT = ["audit", "demo", "--task", "demo", "--probes", "realized,sample,routes,mcts", "--budget", "4",
+         "--mlp-scan", "--limit", "8", "--threads", "1"]
+TABLES = ("summary", "questions", "attempts", "passk", "hits", "mlp-scan")
+FORMATS = ("csv", "json", "md", "latex")
+#: The stored rows an audit decides (not its times, ids of the store's own making, or versions).
+ROWS = {
+    "runs": "SELECT protocol_json, protocol_hash, status, source, n_questions, limit_n, batch_size FROM runs",
+    "attempts": "SELECT question_id, probe, attempt, route, silenced, text, answer, rule, correct, mean_logprob, "
+                "new_tokens, layers_executed, compute FROM attempts ORDER BY question_id, probe, attempt",
+    "failure_sets": "SELECT fs.name, fs.probe, fs.protocol_hash, fs.size, m.question_id FROM failure_sets fs "
+                    "LEFT JOIN failure_set_members m ON m.set_id = fs.id ORDER BY fs.name, m.question_id",
+    "mlp_scan": "SELECT f.name, s.layer, s.failure_n, s.repaired, s.realized_n, s.broken, s.repair_rate, "
+                "s.break_rate FROM mlp_scan s JOIN failure_sets f ON f.id = s.set_id ORDER BY f.name, s.layer",
+    "outcomes": "SELECT * FROM outcomes ORDER BY probe, question_id",
+}
+
+
+def audit_and_dump(folder: Path) -> dict:
+    """Run the golden audit into a new store in `folder` (a fresh process) and read back what it decided."""
+    store = folder / "golden.sqlite"
+    subprocess.run([sys.executable, "-m", "reachtui", *AUDIT, "--store", str(store)], check=True,
+                   capture_output=True, cwd=folder)
+    con = sqlite3.connect(store)
+    out: dict = {name: [list(r) for r in con.execute(sql)] for name, sql in ROWS.items()}
+    con.close()
+    from reachtui.cli import main
+
+    for table in TABLES:
+        for fmt in FORMATS:
+            target = folder / f"{table}.{fmt}"
+            try:
+                main(["export", table, "--store", str(store), "--run", "1", "--format", fmt, "-o", str(target)])
+            except SystemExit as exc:
+                assert exc.code in (0, None), (table, fmt)
+            out[f"export {table} {fmt}"] = target.read_text(encoding="utf-8")
+    return out
+
+
+def same(a, b, where: str = "") -> list[str]:
+    """Where `a` and `b` differ (floats to 1e-6 relative; JSON texts compared as parsed values)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return [] if math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9) or (a != a and b != b) else [where]
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return [f"{where}: {len(a)} vs {len(b)} items"]
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in same(x, y, f"{where}[{i}]")]
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            return [f"{where}: keys {sorted(a.keys() ^ b.keys())}"]
+        return [d for k in a for d in same(a[k], b[k], f"{where}.{k}")]
+    return [] if a == b else [where]
+
+
+def compare(golden: dict, got: dict) -> list[str]:
+    diffs = []
+    for key in golden:
+        a, b = golden[key], got.get(key)
+        if key.endswith(" json"):
+            a, b = json.loads(a), json.loads(b)
+        elif key.startswith("export ") and not key.endswith(" json") and a != b:
+            # csv/md/latex write the log-probs too: compare their lines, floats to 1e-6
+            a, b = [line.split(",") for line in a.splitlines()], [line.split(",") for line in (b or "").splitlines()]
+            a = [[_num(c) for c in line] for line in a]
+            b = [[_num(c) for c in line] for line in b]
+        diffs += same(a, b, key)
+    return diffs
+
+
+def _num(cell: str):
+    try:
+        return float(cell) if any(ch in cell for ch in ".e") else cell
+    except ValueError:
+        return cell
+
+
+@pytest.mark.slow
+def test_the_golden_demo_audit_gives_the_same_attempts_and_tables(tmp_path):
+    golden = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    got = audit_and_dump(tmp_path)
+    assert len(got["attempts"]) == len(golden["attempts"]) > 100
+    assert compare(golden, got) == []
+
+
+if __name__ == "__main__":     # python tests/test_golden_audit.py --write: the golden, from the code as it is
+    import tempfile
+
+    if sys.argv[1:] != ["--write"]:
+        raise SystemExit("usage: python tests/test_golden_audit.py --write")
+    with tempfile.TemporaryDirectory() as tmp:
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(json.dumps(audit_and_dump(Path(tmp)), indent=0, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {GOLDEN}")
