@@ -1,21 +1,8 @@
 """Importing recorded generations: a run made from a file of outputs, graded by reachtui's grader, with no
 model. Pure Python (no torch, transformers, textual or click); `reachtui import` is its command.
 
-Three formats:
-
-- `jsonl`: one attempt per line, `{"question_id", "probe", "attempt", "output"}` (optional
-  `"mean_logprob"`, used by the log-prob blind selector). Probe `realized` (attempt 0) is the default
-  deployment output; the reachability probes (`sample`, `routes`, `mcts`, `mcts-blind`) have attempts
-  numbered 0, 1, 2, ... per question (routes/mcts in the order they were generated: that order gives
-  first hits).
-- `lm-eval`: an lm-evaluation-harness `--log_samples` file (`samples_<task>_<date>.jsonl`, also .gz):
-  one row per doc *per filter*, `doc_id`, `resps` (the raw generations), `filtered_resps`, `target`.
-  Only one filter's rows are read (`--filter NAME`, else the first filter seen for each doc), so nothing
-  is counted twice; the raw `resps` are graded, not lm-eval's filtered answers. The first response is
-  the realized attempt and all responses are the `sample` probe. `doc_id` is the task's question id when
-  every doc_id is one, else the 0-based position in the task file (lm-eval's own meaning).
-- `inspect`: an Inspect AI log (`.eval`/`.json`), read by inspect_ai itself (engine/inspect_log.py):
-  epochs are the `sample` attempts, one epoch (`--realized-epoch`, default 1) the realized output.
+Three formats, read by `reachtui.importers` (one module each): `jsonl` (reachtui's own, one attempt per
+line), `lm-eval` (a `--log_samples` file) and `inspect` (an Inspect AI log, read by inspect_ai itself).
 
 Everything is read and checked first (unknown question ids, missing fields, bad JSON, duplicate or
 gapped attempt numbers: `file:line: what`); then one transaction writes the model, task, run (source
@@ -29,38 +16,18 @@ imports with the same settings compare as matched.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reachtui import jsonl
 from reachtui.engine.finish import store_outcomes
 from reachtui.engine.record import graded
 from reachtui.errors import ReachError
+from reachtui.importers.read import IMPORT_FORMATS, detect_format, read
+from reachtui.importers.records import Parsed, Record, check_complete
 from reachtui.probes import registry
 
-IMPORT_FORMATS = ("jsonl", "lm-eval", "inspect")
 IMPORT_TEMPLATE = "[imported generations: prompt not recorded]\n{question}"
-
-
-@dataclass(frozen=True)
-class Record:
-    line: int
-    qid: str  # the task's question id
-    probe: str
-    attempt: int
-    output: str
-    mean_logprob: float | None = None
-
-
-@dataclass
-class Parsed:
-    records: list[Record]
-    notes: list[str] = field(default_factory=list)
-    source: str = "jsonl"
-    filter: str | None = None
-    targets: list[tuple[int, str, Any]] = field(default_factory=list)  # lm-eval: (line, qid, its target)
 
 
 @dataclass
@@ -71,178 +38,6 @@ class ImportResult:
     protocol_hash: str
     failure_sets: dict[str, int]   # name -> size
     notes: list[str]
-
-
-# -------------------------------------------------------------------------------------------------
-# Reading
-# -------------------------------------------------------------------------------------------------
-
-
-def _finite(value: int | float) -> bool:
-    """A number a float can hold: not NaN, not ±Infinity, not 1e400 (read as Infinity) or a huge integer."""
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
-
-
-def _need(path: Path, i: int, obj: dict, key: str) -> Any:
-    if key not in obj:
-        raise ReachError(f"{path}:{i}: missing field {key!r}")
-    return obj[key]
-
-
-def detect_format(path: Path) -> str:
-    """inspect for a `.eval` file; lm-eval when the first record has a doc_id, jsonl otherwise."""
-    if path.suffix == ".eval":
-        return "inspect"
-    for _i, obj in jsonl.objects(path):
-        return "lm-eval" if "doc_id" in obj and "question_id" not in obj else "jsonl"
-    raise ReachError(f"{path}: the file is empty")
-
-
-def read_jsonl(path: Path, task) -> Parsed:
-    ids = {q.id for q in task.questions}
-    known = registry.names(registry.PROBES)
-    records: list[Record] = []
-    first_at: dict[tuple[str, str, int], int] = {}
-    for i, obj in jsonl.objects(path):
-        qid = _need(path, i, obj, "question_id")
-        probe = _need(path, i, obj, "probe")
-        attempt = _need(path, i, obj, "attempt")
-        output = _need(path, i, obj, "output")
-        if isinstance(qid, bool) or not isinstance(qid, (str, int)):
-            raise ReachError(f"{path}:{i}: question_id must be text or an integer, not {qid!r}")
-        qid = str(qid)
-        if qid not in ids:
-            raise ReachError(f"{path}:{i}: unknown question id {qid!r} (not in task {task.name})")
-        if not isinstance(probe, str) or probe not in known:
-            raise ReachError(f"{path}:{i}: unknown probe {probe!r} (known: {', '.join(known)})")
-        if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0:
-            raise ReachError(f"{path}:{i}: attempt must be an integer >= 0, not {attempt!r}")
-        if probe == registry.REALIZED.name and attempt != 0:
-            raise ReachError(f"{path}:{i}: the realized probe has one attempt per question: attempt 0")
-        if not isinstance(output, str):
-            raise ReachError(f"{path}:{i}: output must be text, not {type(output).__name__}")
-        lp = obj.get("mean_logprob")
-        if lp is not None:
-            if isinstance(lp, bool) or not isinstance(lp, (int, float)) or not _finite(lp):
-                raise ReachError(f"{path}:{i}: mean_logprob must be a finite number or null, not {lp!r}")
-            lp = float(lp)
-        key = (qid, probe, attempt)
-        if key in first_at:
-            raise ReachError(f"{path}:{i}: duplicate attempt {attempt} of probe {probe} for question {qid} "
-                             f"(first at line {first_at[key]})")
-        first_at[key] = i
-        records.append(Record(i, qid, probe, attempt, output, lp))
-    if not records:
-        raise ReachError(f"{path}: no attempts in the file")
-    return Parsed(records, source="jsonl")
-
-
-def _responses(path: Path, i: int, resps: Any) -> list[str]:
-    """lm-eval's `resps`: a list per request of its responses ([[r1, r2, ...]]), or a flat list."""
-    if not isinstance(resps, list) or not resps:
-        raise ReachError(f"{path}:{i}: resps must be a non-empty list of generations")
-    out: list[str] = []
-    for item in resps:
-        for r in item if isinstance(item, list) else [item]:
-            if not isinstance(r, str):
-                raise ReachError(f"{path}:{i}: resps must hold generated text, not {type(r).__name__} "
-                                 "(a loglikelihood task has no generations to grade)")
-            out.append(r)
-    if not out:
-        raise ReachError(f"{path}:{i}: resps holds no generation")
-    return out
-
-
-def read_lm_eval(path: Path, task, filter_name: str | None = None) -> Parsed:
-    ids = [q.id for q in task.questions]
-    id_set = set(ids)
-    rows: list[tuple[int, int, list[str], Any]] = []  # line, doc_id, responses, target
-    filter_of: dict[int, Any] = {}  # doc_id -> the filter whose row we keep
-    kept_at: dict[int, int] = {}
-    filters_seen: dict[Any, None] = {}
-    skipped = 0
-    for i, obj in jsonl.objects(path):
-        doc_id = _need(path, i, obj, "doc_id")
-        resps = _need(path, i, obj, "resps")
-        _need(path, i, obj, "filtered_resps")
-        target = obj.get("target")
-        if isinstance(doc_id, bool) or not isinstance(doc_id, int) or doc_id < 0:
-            raise ReachError(f"{path}:{i}: doc_id must be an integer >= 0, not {doc_id!r}")
-        responses = _responses(path, i, resps)  # checked on every row, also the ones skipped below
-        flt = obj.get("filter")
-        if flt is not None and not isinstance(flt, str):
-            raise ReachError(f"{path}:{i}: filter must be a filter's name (text), not {type(flt).__name__}")
-        filters_seen.setdefault(flt, None)
-        if filter_name is not None and flt != filter_name:
-            skipped += 1
-            continue
-        if doc_id in filter_of:
-            if filter_of[doc_id] == flt:
-                raise ReachError(f"{path}:{i}: doc_id {doc_id} appears twice for filter {flt!r} "
-                                 f"(first at line {kept_at[doc_id]})")
-            skipped += 1  # the same doc under another filter: same generations, counted once
-            continue
-        filter_of[doc_id] = flt
-        kept_at[doc_id] = i
-        rows.append((i, doc_id, responses, target))
-    if filter_name is not None and not rows:
-        have = ", ".join(repr(f) for f in filters_seen) or "none"
-        raise ReachError(f"{path}: no rows for filter {filter_name!r} (filters in the file: {have})")
-    if not rows:
-        raise ReachError(f"{path}: no samples in the file")
-    notes = []
-    if all(str(d) in id_set for _, d, _, _ in rows):
-        qid_of = {d: str(d) for _, d, _, _ in rows}
-    else:
-        for i, d, _, _ in rows:
-            if d >= len(ids):
-                raise ReachError(f"{path}:{i}: doc_id {d} is not a question of task {task.name} "
-                                 f"({len(ids)} questions, doc ids 0-{len(ids) - 1})")
-        qid_of = {d: ids[d] for _, d, _, _ in rows}
-        notes.append(f"doc_id read as the 0-based position in task {task.name} (its questions have own ids)")
-    if len(filters_seen) > 1:
-        used = sorted({repr(f) for f in filter_of.values()})
-        notes.append(f"{len(filters_seen)} filters in the file; graded the raw resps of one row per doc "
-                     f"(filter {', '.join(used)}); {skipped} row(s) of other filters skipped")
-    records: list[Record] = []
-    for i, d, responses, _target in rows:
-        qid = qid_of[d]
-        records.append(Record(i, qid, registry.REALIZED.name, 0, responses[0]))
-        records += [Record(i, qid, registry.SAMPLE.name, j, r) for j, r in enumerate(responses)]
-    used_filter = next(iter(filter_of.values())) if len(set(filter_of.values())) == 1 else None
-    return Parsed(records, notes=notes, source="lm-eval", filter=used_filter,
-                  targets=[(i, qid_of[d], t) for i, d, _r, t in rows])
-
-
-def check_complete(path: Path, records: list[Record]) -> dict[str, int]:
-    """Every probe covers every question of the file, attempts numbered 0..n-1; realized present for all
-    questions or none. Returns {probe: budget K (the most attempts of a question)}."""
-    by: dict[tuple[str, str], list[Record]] = {}
-    questions: dict[str, int] = {}
-    for r in records:
-        by.setdefault((r.probe, r.qid), []).append(r)
-        questions.setdefault(r.qid, r.line)
-    probes = registry.ordered_names({r.probe for r in records})
-    budgets = {}
-    for p in probes:
-        for qid, line in questions.items():
-            if (p, qid) not in by:
-                raise ReachError(f"{path}:{line}: question {qid} has no attempt of probe {p} "
-                                 f"(every probe in the file must cover every question in it)")
-        for (probe, qid), rs in by.items():
-            if probe != p:
-                continue
-            got = sorted(r.attempt for r in rs)
-            if got != list(range(len(got))):
-                bad = next(r for r in sorted(rs, key=lambda r: r.attempt) if r.attempt >= len(got))
-                raise ReachError(f"{path}:{bad.line}: attempts of probe {p} for question {qid} are "
-                                 f"{', '.join(map(str, got))}: they must be numbered 0, 1, 2, ...")
-        if p != registry.REALIZED.name:
-            budgets[p] = max(len(rs) for (probe, _q), rs in by.items() if probe == p)
-    return budgets
 
 
 # -------------------------------------------------------------------------------------------------
@@ -360,16 +155,12 @@ def import_file(path: str | Path, task_spec: str, *, fmt: str | None = None, mod
         raise ReachError("--filter is for lm-eval files")
     if realized_epoch is not None and fmt != "inspect":
         raise ReachError("--realized-epoch is for Inspect logs")
+    parsed = read(path, task, fmt, filter_name=filter_name, realized_epoch=realized_epoch)
     rule = None
     if fmt == "inspect":
-        from reachtui.engine.inspect_log import read_inspect, realized_rule
+        from reachtui.importers.inspect_log import realized_rule
 
-        parsed = read_inspect(path, task, realized_epoch or 1)
         rule = realized_rule(realized_epoch or 1)
-    elif fmt == "jsonl":
-        parsed = read_jsonl(path, task)
-    else:
-        parsed = read_lm_eval(path, task, filter_name)
     budgets = check_complete(path, parsed.records)
     protocol = build_protocol(protocol_path, answer_format, task, budgets, rule)
     check_gold(task, protocol.answer_format, protocol.choices)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from reachtui.errors import ReachError
+from reachtui.importers.records import Parsed, Record
 from reachtui.probes import registry
 
 
@@ -23,9 +24,7 @@ def realized_rule(epoch: int) -> str:
 
 
 def read_inspect(path: Path, task, realized_epoch: int = 1):
-    """The log's samples as import records (`reachtui.engine.importing.Parsed`)."""
-    from reachtui.engine.importing import Parsed, Record
-
+    """The log's samples as import records (`Parsed`)."""
     try:
         from inspect_ai.log import read_eval_log
     except ImportError:
