@@ -1,0 +1,58 @@
+"""The house's layers, checked by import-linter (`lint-imports`, the contracts in pyproject.toml): the rooms
+import downward only (cli -> commands -> tui -> cluster -> engine | tables | model -> control -> store), the
+engine, the tables and the model never import each other, and torch, textual and ray stay in their rooms."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LINT = Path(sys.executable).with_name("lint-imports")
+
+
+def lint(cwd: Path) -> subprocess.CompletedProcess:
+    """`lint-imports` over the package `reachtui` found first from `cwd` (the folder's own copy); its report
+    without colours (older versions colour it whatever the terminal) and with lines unwrapped."""
+    env = dict(os.environ, PYTHONPATH=str(cwd), NO_COLOR="1", COLUMNS="400")
+    result = subprocess.run([str(LINT), "--no-cache"], cwd=cwd, env=env, capture_output=True, text=True)
+    result.stdout = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout)
+    return result
+
+
+def test_every_contract_is_kept():
+    result = lint(ROOT)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "BROKEN" not in result.stdout
+    assert "Contracts: 5 kept, 0 broken." in result.stdout
+
+
+def copy_of_the_package(tmp_path: Path) -> Path:
+    shutil.copytree(ROOT / "reachtui", tmp_path / "reachtui", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    return tmp_path
+
+
+def test_the_tables_importing_the_engine_break_the_layers(tmp_path):
+    copy = copy_of_the_package(tmp_path)
+    target = copy / "reachtui" / "tables" / "summary.py"
+    target.write_text(target.read_text() + "\n\ndef _plan():\n    from reachtui.engine.plan import Work\n\n"
+                                            "    return Work\n")
+    result = lint(copy)
+    assert result.returncode == 1, result.stdout[-3000:]
+    assert "reachtui.tables is not allowed to import reachtui.engine" in result.stdout
+    assert "reachtui.tables.summary -> reachtui.engine.plan" in result.stdout
+
+
+def test_torch_outside_the_model_room_breaks_its_wall(tmp_path):
+    copy = copy_of_the_package(tmp_path)
+    target = copy / "reachtui" / "store.py"
+    target.write_text(target.read_text() + "\n\ndef _tensor():\n    import torch\n\n    return torch\n")
+    result = lint(copy)
+    assert result.returncode == 1, result.stdout[-3000:]
+    assert "torch, transformers and their kin are imported only in reachtui/model/ BROKEN" in result.stdout
+    assert "reachtui.store -> torch" in result.stdout
