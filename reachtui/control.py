@@ -1,4 +1,4 @@
-"""The chance control: how much of "reachable" luck alone would give (pure Python + SQL).
+"""The chance control: how much of "reachable" luck alone would give (pure Python, reading the store).
 
 Each question's stored attempts are re-scored against the gold answer of *another* question of the run
 (its partner: `derangement`, within answer-format strata: `stratum`), through the one grader's
@@ -8,17 +8,18 @@ outcomes: hits and the first hit, the answer scatter and the answer-blind picks 
 """
 from __future__ import annotations
 
-import json
 import random
-import sqlite3
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from reachtui.grading import FORMATS, equivalent, normalize_number
-from reachtui.outcomes import (ANSWER_GROUPS_SQL, FIRST_HIT_SQL, LOGPROB_PICK_SQL, RUN_QUESTIONS_CTE, VOTE_PICK_SQL,
-                               first_hit)
+from reachtui.outcomes import first_hit
 from reachtui.probes import registry
 from reachtui.seeds import derive_seed
+
+if TYPE_CHECKING:
+    from reachtui.protocol import Protocol
+    from reachtui.store import Store
 
 STRATA_SCHEMES = ("format", "none")
 ALL = "all"
@@ -163,34 +164,25 @@ class RunControl:
 Graded = dict[str, dict[tuple[str, str], bool]]
 
 
-def control_params(protocol: dict[str, Any]) -> tuple[str, int, str]:
-    """(answer format, control seed, strata scheme) from a stored protocol dict; defaults for runs
-    recorded before the protocol had a `control` table (or lenient values for hand-written JSON)."""
-    fmt = protocol.get("answer_format") or "number"
-    params = protocol.get("control") if isinstance(protocol.get("control"), dict) else {}
-    try:
-        seed = int(params.get("seed", 0))
-    except (TypeError, ValueError):
-        seed = 0
-    scheme = params.get("strata", "format")
-    return (fmt if fmt in FORMATS else "number", seed, scheme if scheme in STRATA_SCHEMES else "format")
+def control_params(protocol: Protocol | None) -> tuple[str, int, str]:
+    """(answer format, control seed, strata scheme) of a run's protocol; the defaults for a protocol this
+    reachtui cannot read (None)."""
+    if protocol is None:
+        return "number", 0, "format"
+    return protocol.answer_format, protocol.control.seed, protocol.control.strata
 
 
-_RUN_QUESTIONS = f"WITH {RUN_QUESTIONS_CTE} SELECT q.id, q.gold FROM rq JOIN questions q ON q.id = rq.question_id " \
-                 "ORDER BY q.idx, q.qid"
-
-
-def run_control(con: sqlite3.Connection, run_id: int, protocol: dict[str, Any],
+def run_control(store: Store, run_id: int, protocol: Protocol | None,
                 graded: Graded | None = None, *, stored: bool = True) -> RunControl:
     """The run's derangement and every (probe, question)'s outcomes (realized included): attempts, hits and
     the first hit, the answer scatter, the control hits and the answer-blind picks. One pass: the run's
-    (probe, question, answer) groups (`outcomes.ANSWER_GROUPS_SQL`, from a covering index); Python sees
+    (probe, question, answer) groups (`Store.answer_groups`, from a covering index); Python sees
     groups, never attempts, and looks attempts up only for the picks that groups leave open (tied best
     log-probs, an answer whose attempts disagree on correctness). `graded`: the pairs graded so far, when
     the caller builds several runs (`Graded`). A finished run's pass is stored (`outcome_rows`); with
     `stored` it is read back instead of made again while it still describes the run's attempts."""
     fmt, seed, scheme = control_params(protocol)
-    questions = con.execute(_RUN_QUESTIONS, {"run": run_id}).fetchall()
+    questions = store.run_golds(run_id)
     ids = [q for q, _g in questions]
     golds = [g for _q, g in questions]
     names = assign_strata(golds, fmt, scheme)
@@ -198,12 +190,12 @@ def run_control(con: sqlite3.Connection, run_id: int, protocol: dict[str, Any],
     partner = {q: (None if p is None else ids[p]) for q, p in zip(ids, partner_pos)}
     partner_gold = {q: (None if p is None else golds[p]) for q, p in zip(ids, partner_pos)}
     rc = RunControl(fmt, seed, scheme, ids, partner, dict(zip(ids, names)))
-    kept = stored_pass(con, run_id) if stored else None
+    kept = stored_pass(store, run_id) if stored else None
     if kept is not None:
         rc.per, rc.logprobs = kept
         return rc
     equal = {} if graded is None else graded.setdefault(fmt, {})
-    _fold_groups(con, run_id, rc, partner_gold, equal)
+    _fold_groups(store, run_id, rc, partner_gold, equal)
     return rc
 
 
@@ -212,21 +204,12 @@ def run_control(con: sqlite3.Connection, run_id: int, protocol: dict[str, Any],
 #: Bump with any change to what the pass computes (`_fold_groups` and what it calls): a stored pass made
 #: under other definitions (or by another reachtui version) is not read.
 FOLD_VERSION = 1
-_OUTCOME_COLUMNS = "n, hits, no_answer, answers, control_hits, control_first, first_hit, vote, logprob"
 
 
 def fold_key() -> str:
     from reachtui import __version__
 
     return f"{FOLD_VERSION}/{__version__}"
-
-
-def attempts_seen(con: sqlite3.Connection, run_id: int) -> tuple[int, int | None]:
-    """(count, last id) of the run's attempts the pass reads: attempts are only ever added, so these say
-    whether a stored pass still describes them."""
-    names = registry.names(registry.PROBES)
-    return tuple(con.execute(f"SELECT count(*), max(id) FROM attempts WHERE run_id = ? AND probe IN "
-                             f"({','.join('?' * len(names))})", (run_id, *names)).fetchone())
 
 
 def outcome_rows(rc: RunControl) -> list[tuple]:
@@ -237,25 +220,18 @@ def outcome_rows(rc: RunControl) -> list[tuple]:
             for probe, cells in rc.per.items() for q, c in cells.items()]
 
 
-def stored_pass(con: sqlite3.Connection, run_id: int) -> tuple[dict[str, dict[int, Scatter]], set[str]] | None:
+def stored_pass(store: Store, run_id: int) -> tuple[dict[str, dict[int, Scatter]], set[str]] | None:
     """The run's stored pass, (probe -> question_id -> Scatter, probes with log-probs), if there is one that
-    still describes its attempts; else None (make the pass)."""
-    if con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'outcome_runs'").fetchone() is None:
-        return None     # a store older than version 4
-    row = con.execute("SELECT fold, attempts, last_attempt, logprobs FROM outcome_runs WHERE run_id = ?",
-                      (run_id,)).fetchone()
-    if row is None or row[0] != fold_key() or tuple(row[1:3]) != attempts_seen(con, run_id):
+    still describes its attempts and was made under these definitions; else None (make the pass)."""
+    kept = store.stored_pass(run_id, fold_key())
+    if kept is None:
         return None
-    per: dict[str, dict[int, Scatter]] = {}
-    for probe in registry.names(registry.PROBES):   # the pass's order: probes as registered, questions by id
-        cells = {q: Scatter(n, hits, no_answer, answers, c_hits, c_first, first,
-                            None if vote is None else bool(vote), None if lp is None else bool(lp))
-                 for q, n, hits, no_answer, answers, c_hits, c_first, first, vote, lp in con.execute(
-                     f"SELECT question_id, {_OUTCOME_COLUMNS} FROM outcomes WHERE run_id = ? AND probe = ? "
-                     f"ORDER BY question_id", (run_id, probe))}
-        if cells:
-            per[probe] = cells
-    return per, set(json.loads(row[3]))
+    rows, logprobs = kept
+    per = {probe: {q: Scatter(n, hits, no_answer, answers, c_hits, c_first, first,
+                              None if vote is None else bool(vote), None if lp is None else bool(lp))
+                   for q, n, hits, no_answer, answers, c_hits, c_first, first, vote, lp in cells}
+           for probe, cells in rows.items()}
+    return per, logprobs
 
 
 def _uniform(correct: int | None, count: int) -> bool | None:
@@ -269,20 +245,18 @@ def _uniform(correct: int | None, count: int) -> bool | None:
 _OPEN = object()  # a pick that groups leave open: the attempts are looked up
 
 
-def _refuse_unreadable(con: sqlite3.Connection, run_id: int, probe: str, q: int) -> None:
+def _refuse_unreadable(store: Store, run_id: int, probe: str, q: int) -> None:
     """DamagedStore: an attempt's `correct` is neither 0, 1 nor NULL (edited outside reachtui), so no count
     of correct attempts can be trusted."""
     from reachtui.errors import DamagedStore
 
-    value = con.execute("SELECT correct FROM attempts WHERE run_id = ? AND probe = ? AND question_id = ? "
-                        "AND correct NOT IN (0, 1) LIMIT 1", (run_id, probe, q)).fetchone()[0]
-    path = next((row[2] for row in con.execute("PRAGMA database_list") if row[1] == "main"), "") or "(in memory)"
-    raise DamagedStore(path, f"an attempt of run {run_id} (probe {probe}) has correct = {value!r}, not 0, 1 or "
-                             f"empty", hint="It was changed outside reachtui: restore the store from a backup, or "
-                                            "set that column back to 0 or 1")
+    value = store.unreadable_grade(run_id, probe, q)
+    raise DamagedStore(store.path, f"an attempt of run {run_id} (probe {probe}) has correct = {value!r}, not 0, 1 "
+                                   f"or empty", hint="It was changed outside reachtui: restore the store from a "
+                                                     "backup, or set that column back to 0 or 1")
 
 
-def _fold_groups(con: sqlite3.Connection, run_id: int, rc: RunControl, partner_gold: dict[int, str | None],
+def _fold_groups(store: Store, run_id: int, rc: RunControl, partner_gold: dict[int, str | None],
                  equal: dict[tuple[str, str], bool]) -> None:
     """`run_control`'s pass: fold each probe's answer groups into one Scatter per question. `equal`: the
     (answer, gold) pairs graded so far in the run's answer format (filled in here)."""
@@ -316,10 +290,9 @@ def _fold_groups(con: sqlite3.Connection, run_id: int, rc: RunControl, partner_g
                 open_lp.append((probe, q_now))
             cells[q_now] = Scatter(n, c, no_answer, distinct, c_hits, c_first, first_ok, vote, lp)
 
-        for q, answer, count, first, correct, best_lp, unreadable in con.execute(ANSWER_GROUPS_SQL,
-                                                                                 {"run": run_id, "probe": probe}):
+        for q, answer, count, first, correct, best_lp, unreadable in store.answer_groups(run_id, probe):
             if unreadable:
-                _refuse_unreadable(con, run_id, probe, q)
+                _refuse_unreadable(store, run_id, probe, q)
             if q != q_now:  # groups come ordered by question
                 if q_now is not None:
                     close()
@@ -367,13 +340,11 @@ def _fold_groups(con: sqlite3.Connection, run_id: int, rc: RunControl, partner_g
         if has_lp:
             logprobs.add(probe)
     for probe, q, answer in open_first:
-        k = con.execute(FIRST_HIT_SQL, {"run": run_id, "probe": probe, "q": q, "answer": answer}).fetchone()[0]
+        k = store.first_hit_of(run_id, probe, q, answer)
         cell = per[probe][q]
         if cell.first_hit is None or k < cell.first_hit:
             cell.first_hit = k
     for probe, q, answer in open_vote:
-        row = con.execute(VOTE_PICK_SQL, {"run": run_id, "probe": probe, "q": q, "answer": answer}).fetchone()
-        per[probe][q].vote = row[0] == 1
+        per[probe][q].vote = store.vote_pick(run_id, probe, q, answer) == 1
     for probe, q in open_lp:
-        row = con.execute(LOGPROB_PICK_SQL, {"run": run_id, "probe": probe, "q": q}).fetchone()
-        per[probe][q].logprob = row[0] == 1
+        per[probe][q].logprob = store.logprob_pick(run_id, probe, q) == 1

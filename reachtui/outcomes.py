@@ -1,6 +1,7 @@
 """What a question's outcome means, defined once: realized, reachable, first hit, failure set, repaired and
-broken. SQL over the attempts table (schema in `reachtui/store_schema.py`) plus the pure functions on its
-results; the store, the tables, the engine's MLP scan and apply job, and the app all use these.
+broken, gap and retained. Said here in words, with the pure functions on their results; written as queries
+over the attempts table in `reachtui/store_outcomes.py` (the store answers them). The store, the tables, the
+engine's MLP scan and apply job, and the app all use these.
 
 - realized: the question's realized attempt (index 0) is correct; unknown (NULL/None) until it has run.
 - reachable under a probe: some attempt of the probe is correct.
@@ -29,71 +30,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
-
-from reachtui.probes.registry import reach_where, realized_where
-
-#: The run :run's questions: its question set, plus any question that has attempts (belt and braces). The
-#: second part is a loose index scan (one seek per question) instead of a pass over the run's attempts.
-RUN_QUESTIONS_CTE = """
-  aq(q) AS (SELECT min(question_id) FROM attempts WHERE run_id = :run
-            UNION ALL SELECT (SELECT min(question_id) FROM attempts WHERE run_id = :run AND question_id > aq.q)
-            FROM aq WHERE aq.q IS NOT NULL),
-  rq AS (SELECT question_id FROM run_questions WHERE run_id = :run
-         UNION SELECT q FROM aq WHERE q IS NOT NULL)"""
-
-#: Per question of run :run: its realized attempt's correctness (ok) and extracted answer.
-REALIZED_CTE = f"""
-  real AS (SELECT question_id, correct AS ok, answer FROM attempts WHERE run_id = :run AND {realized_where()})"""
-
-#: Per (reach probe, question) of run :run: attempts n, correct c, hit (0/1), first_hit (1-based k).
-PER_PROBE_CTE = f"""
-  pq AS (SELECT probe, question_id, count(*) AS n, coalesce(sum(correct = 1), 0) AS c,
-                max(coalesce(correct, 0)) AS hit, min(CASE WHEN correct = 1 THEN attempt END) + 1 AS first_hit
-         FROM attempts WHERE run_id = :run AND {reach_where()}
-         GROUP BY probe, question_id)"""
-
-#: Per (question, extracted answer) of probe :probe of run :run, in that order (from the covering index
-#: attempts_by_answer, without sorting the attempts): attempts, the first attempt index, correct attempts
-#: (NULL: none graded), the highest mean log-prob. Summed over a (probe, question)'s groups they give what
-#: PER_PROBE_CTE counts (n, c, hit = c > 0; the first hit is a group's first attempt when all its attempts
-#: are correct, `FIRST_HIT_SQL` when they differ), and they are what the answer-blind picks, the answer
-#: scatter and the chance control read (`reachtui.control`). Last, the attempts whose stored `correct` is
-#: neither 0, 1 nor NULL (a store edited by hand: 'yes' would sum as 0): the pass refuses them.
-ANSWER_GROUPS_SQL = """
-  SELECT question_id, answer, count(*), min(attempt), sum(correct), max(mean_logprob), sum(correct NOT IN (0, 1))
-  FROM attempts WHERE run_id = :run AND probe = :probe
-  GROUP BY question_id, answer ORDER BY question_id, answer"""
-
-#: The first hit (1-based k) of (:probe, :q) of run :run among the attempts with answer :answer.
-FIRST_HIT_SQL = """
-  SELECT min(attempt) + 1 FROM attempts
-  WHERE run_id = :run AND probe = :probe AND question_id = :q AND answer = :answer AND correct = 1"""
-
-#: The correctness of the vote pick of (:probe, :q) of run :run once its answer :answer has won (for an
-#: answer whose attempts disagree on correctness: its highest-log-prob attempt, earliest on ties).
-VOTE_PICK_SQL = """
-  SELECT correct FROM attempts WHERE run_id = :run AND probe = :probe AND question_id = :q AND answer = :answer
-  ORDER BY mean_logprob IS NULL, mean_logprob DESC, attempt LIMIT 1"""
-
-#: The correctness of the logprob pick of (:probe, :q) of run :run: the highest mean log-prob, earliest.
-LOGPROB_PICK_SQL = """
-  SELECT correct FROM attempts WHERE run_id = :run AND probe = :probe AND question_id = :q
-  ORDER BY mean_logprob IS NULL, mean_logprob DESC, attempt LIMIT 1"""
-
-#: Question ids of run :run reachable under probe :probe and realized wrong, in task order.
-FAILURE_CANDIDATES_SQL = f"""
-  SELECT a.question_id FROM attempts a
-  JOIN attempts r ON r.run_id = a.run_id AND r.question_id = a.question_id AND {realized_where('r')}
-                  AND r.correct = 0
-  JOIN questions q ON q.id = a.question_id
-  WHERE a.run_id = :run AND a.probe = :probe
-  GROUP BY a.question_id HAVING max(a.correct) = 1 ORDER BY q.idx"""
-
-#: Question ids of run :run whose realized attempt is correct, in task order.
-REALIZED_IDS_SQL = f"""
-  SELECT a.question_id FROM attempts a JOIN questions q ON q.id = a.question_id
-  WHERE a.run_id = :run AND {realized_where('a')} AND a.correct = 1 ORDER BY q.idx"""
-
 
 FAILURE_PREFIX = "failure:"
 

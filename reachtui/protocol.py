@@ -507,25 +507,17 @@ def load_protocol_file(path) -> Protocol:
         raise ReachError(f"{path}: {exc}") from None
 
 
-def protocol_of_run(run: dict) -> Protocol:
-    """The protocol a stored run (a `runs` row with `protocol_json`) was made under."""
-    name = f"run {run['id']}" if run.get("id") is not None else "a run"
+def read_stored(protocol_json: str, name: str = "a run") -> Protocol:
+    """The protocol stored as `protocol_json` (a run's `runs.protocol_json`, `name` saying whose): older forms
+    read as they were meant (`from_dict(stored=True)`); one ReachError line when it cannot be read. The store
+    gives every reader a run's protocol through this (`Store.run_protocol`)."""
     try:
-        return Protocol.from_dict(json.loads(run["protocol_json"]), stored=True)
+        return Protocol.from_dict(json.loads(protocol_json), stored=True)
     except (ValueError, TypeError, RecursionError) as exc:
         raise ReachError(f"{name}: its stored protocol cannot be read ({_short(str(exc))})") from None
     except ReachError as exc:
         raise ReachError(f"{name}: its stored protocol cannot be read ({str(exc).removeprefix('protocol: ')})") \
             from None
-
-
-def stored_protocol(protocol: dict) -> Protocol | None:
-    """A stored run's protocol (its parsed JSON), or None where this reachtui cannot read it (another
-    version, a hand-made store): such a run matches only another with the same protocol hash."""
-    try:
-        return Protocol.from_dict(protocol, stored=True)
-    except (ReachError, TypeError, ValueError, RecursionError):
-        return None
 
 
 def protocol_to_toml(protocol: Protocol, comments: Sequence[str] = ()) -> str:

@@ -1,5 +1,6 @@
 """The audit store: one SQLite file for every model, task and run (schema in `store_schema.py`, reads in
-`store_queries.py`). This module opens it and writes to it.
+`store_queries.py` and, for what outcomes are, `store_outcomes.py`). This module opens it and writes to it.
+Nothing outside these modules runs SQL on the store's connection: everything reads through a `Store`.
 
 `Store(path)` is a writer (creates, migrates, WAL); `Store(path, readonly=True)` a reader (a `mode=ro`
 URI, never creates or migrates). One `Store` per thread; a reader and a writer on the same file work side
@@ -27,12 +28,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reachtui.errors import DamagedStore, EnvironmentFault, ReachError, os_fault, sqlite_fault
+from reachtui.store_outcomes import OutcomeQueries
 from reachtui.store_queries import StoreQueries
 from reachtui.store_schema import (ATTEMPT_COLUMNS, FINISHED_STATUSES, NOW, RUN_SOURCES, RUN_STATUSES,
                                    check_references, migrate, opened_version)
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
+
+    from reachtui.protocol import Protocol
 
 BUSY_TIMEOUT_MS = 5000
 #: The file beside the store whose byte N is locked (a POSIX record lock, released by the kernel when the
@@ -73,8 +77,9 @@ def _protocol_text(protocol: str | Mapping[str, Any]) -> str:
     return json.dumps(protocol, sort_keys=True, separators=(",", ":"))
 
 
-class Store(StoreQueries):
-    """The audit database. Writes are one transaction per call; reads are in `StoreQueries`."""
+class Store(StoreQueries, OutcomeQueries):
+    """The audit database. Writes are one transaction per call; reads are in `StoreQueries` and
+    `OutcomeQueries`."""
 
     def __init__(self, path: str | os.PathLike | None = None, *, readonly: bool = False,
                  check: bool | None = None) -> None:
@@ -278,13 +283,20 @@ class Store(StoreQueries):
 
     # -- runs --------------------------------------------------------------------------------------
 
-    def create_run(self, model_id: int, task_id: int, *, protocol_json: str | Mapping[str, Any],
-                   protocol_hash: str, source: str = "audit", limit_n: int | None = None,
+    def create_run(self, model_id: int, task_id: int, *, protocol: Protocol | None = None,
+                   protocol_json: str | Mapping[str, Any] | None = None, protocol_hash: str | None = None,
+                   source: str = "audit", limit_n: int | None = None,
                    question_ids: Iterable[int] | None = None, status: str = "running",
                    reachtui_version: str | None = None, torch_version: str | None = None,
                    transformers_version: str | None = None, device: str | None = None,
                    dtype: str | None = None, note: str | None = None) -> int:
-        """A new run (status 'running' unless given); with `question_ids`, its question set too."""
+        """A new run (status 'running' unless given); with `question_ids`, its question set too. Its
+        `protocol` is stored in the one stored form, its canonical JSON, with its hash (audits and imports
+        alike); `protocol_json` and `protocol_hash` store a hand-made one as given (tests, old stores)."""
+        if protocol is not None:
+            protocol_json, protocol_hash = protocol.canonical_json(), protocol.hash()
+        if protocol_json is None or protocol_hash is None:
+            raise ValueError("a run needs its protocol (or protocol_json and protocol_hash)")
         if status not in RUN_STATUSES:
             raise ValueError(f"run status must be one of {RUN_STATUSES}, not {status!r}")
         if source not in RUN_SOURCES:

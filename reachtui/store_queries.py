@@ -1,17 +1,23 @@
-"""Read queries of the audit store (mixed into `reachtui.store.Store`): plain SQL, answered from an index,
-rows as plain dicts. What realized, reachable and a failure set mean is `reachtui.outcomes`."""
+"""Read queries of the audit store (mixed into `reachtui.store.Store`): runs and their protocols, questions,
+attempts, failure sets, the MLP scan, explorations, search. Plain SQL, answered from an index, rows as plain
+dicts. What realized, reachable and a failure set mean is `reachtui.outcomes`, asked in `store_outcomes.py`."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from reachtui.errors import ReachError
-from reachtui.probes.registry import ordered_names, realized_where
+from reachtui.probes import registry
+from reachtui.probes.registry import ordered_names
+from reachtui.store_outcomes import realized_where
 
 if TYPE_CHECKING:
     import sqlite3
     from pathlib import Path
+
+    from reachtui.protocol import Protocol
 
 #: The id of model :model's (by name) most recent complete run (NULL: none).
 LATEST_COMPLETE_RUN_SQL = ("SELECT max(r.id) FROM runs r JOIN models m ON m.id = r.model_id "
@@ -96,6 +102,56 @@ class StoreQueries:
         row = self.conn.execute(LATEST_COMPLETE_RUN_SQL, {"model": model}).fetchone()
         return None if row[0] is None else int(row[0])
 
+    def resolve_run(self, spec: str | int | None) -> int:
+        """A run id from `spec`: an id; None or "latest" for the most recently created run; or a model's name
+        for that model's latest complete run (what `compare`, `open --compare`, `export --run` and `protocol`
+        accept alike)."""
+        con = self.conn
+        if spec is None or str(spec).strip().lower() == "latest":
+            row = con.execute("SELECT max(id) FROM runs").fetchone()
+            if row[0] is None:
+                raise ReachError("the audit store has no runs yet")
+            return int(row[0])
+        text = str(spec).strip()
+        if not (text.isascii() and text.isdigit()):       # a model name ("١" is not run 1: ASCII digits only)
+            found = self.latest_complete_run(text)
+            if found is not None:
+                return found
+            models = [m for (m,) in con.execute("SELECT DISTINCT m.name FROM runs r JOIN models m ON m.id = r.model_id "
+                                                "WHERE r.status = 'complete' ORDER BY m.name")]
+            shown = text if len(text) <= 40 else text[:37] + "..."
+            raise ReachError(f"no run {shown!r}: not a run id, 'latest', or a model with a complete run "
+                             f"(models: {', '.join(models) or 'none yet'})")
+        if len(text.lstrip("0")) > 19:                     # no SQLite integer (and no 4,300-digit conversion)
+            raise ReachError(f"no run {text if len(text) <= 40 else text[:37] + '...'} in the audit store")
+        run_id = int(text)
+        if run_id >= 2**63 or con.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+            have = con.execute("SELECT min(id), max(id), count(*) FROM runs").fetchone()
+            known = f"runs {have[0]}–{have[1]}" if have[2] else "no runs"
+            raise ReachError(f"no run {run_id} in the audit store (it has {known})")
+        return run_id
+
+    def run_protocol(self, run: int | Mapping[str, Any]) -> Protocol:
+        """The protocol run `run` (an id, or its `get_run` row) was made under: every reader's one way to
+        it. Older stored forms are read as they were meant (a protocol stored without `sampler` drew with
+        sampler 1); ReachError, naming the run, when this reachtui cannot read it."""
+        from reachtui.protocol import read_stored
+
+        row = run if isinstance(run, Mapping) else self.get_run(run)
+        return read_stored(row["protocol_json"], f"run {row['id']}" if row.get("id") is not None else "a run")
+
+    def readable_protocol(self, run: int | Mapping[str, Any]) -> Protocol | None:
+        """`run_protocol`, or None where this reachtui cannot read it (another version, a store edited by
+        hand): such a run is listed and browsed without it, and matches only a run of the same hash."""
+        try:
+            return self.run_protocol(run)
+        except ReachError:
+            return None
+
+    def run_status(self, run_id: int) -> str:
+        row = self.conn.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return row[0] if row else "unknown"
+
     def find_run(self, model_id: int, task_id: int, protocol_hash: str, limit_n: int | None = None,
                  statuses: tuple[str, ...] | list[str] | None = None) -> dict | None:
         """The latest run of (model, task, protocol, limit) with one of `statuses` (any if None)."""
@@ -136,6 +192,21 @@ class StoreQueries:
             FROM run_questions rq JOIN questions q ON q.id = rq.question_id
             WHERE rq.run_id = ? ORDER BY q.idx""", (run_id,))
 
+    def question(self, question_id: int) -> dict:
+        """One question: id, qid, idx, question, gold, solution ({} when there is none)."""
+        return self._one("SELECT id, qid, idx, question, gold, solution FROM questions WHERE id = ?",
+                         (question_id,)) or {}
+
+    def question_texts(self, run_id: int) -> list[tuple[int, str, str]]:
+        """(question id, qid, question) of the run's questions, in task order."""
+        return self.conn.execute("SELECT q.id, q.qid, q.question FROM run_questions rq JOIN questions q "
+                                 "ON q.id = rq.question_id WHERE rq.run_id = ? ORDER BY q.idx", (run_id,)).fetchall()
+
+    def run_question(self, run_id: int, qid: str) -> tuple[int, str, str] | None:
+        """(question id, question, gold) of the run's question with the task's id `qid`, or None."""
+        return self.conn.execute("SELECT q.id, q.question, q.gold FROM run_questions rq JOIN questions q "
+                                 "ON q.id = rq.question_id WHERE rq.run_id = ? AND q.qid = ?", (run_id, qid)).fetchone()
+
     # -- attempts ----------------------------------------------------------------------------------
 
     def attempts(self, run_id: int, question_id: int | None = None, probe: str | None = None) -> list[dict]:
@@ -157,6 +228,71 @@ class StoreQueries:
             params.append(probe)
         return set(self.conn.execute(sql, params).fetchall())
 
+    def default_attempt(self, run_id: int, question_id: int) -> dict | None:
+        """The question's realized attempt: text, answer, rule, correct, new_tokens, route, silenced."""
+        return self._one("SELECT text, answer, rule, correct, new_tokens, route, silenced FROM attempts "
+                         f"WHERE run_id = ? AND question_id = ? AND {realized_where()}", (run_id, question_id))
+
+    def correct_attempts(self, run_id: int, question_id: int, probes: Sequence[str], limit: int = 64) -> list[dict]:
+        """The question's correct attempts of `probes`, probe by probe (in the order given), in attempt order:
+        probe, attempt, route, silenced, answer, text, new_tokens."""
+        if not probes:
+            return []
+        marks = ",".join("?" * len(probes))
+        order = " ".join(f"WHEN ? THEN {i}" for i in range(len(probes)))
+        return self._rows(
+            f"SELECT probe, attempt, route, silenced, answer, text, new_tokens FROM attempts "
+            f"WHERE run_id = ? AND question_id = ? AND correct = 1 AND probe IN ({marks}) "
+            f"ORDER BY CASE probe {order} END, attempt LIMIT ?", (run_id, question_id, *probes, *probes, limit))
+
+    def probe_tallies(self, run_id: int, question_id: int) -> dict[str, str]:
+        """{probe: "correct/attempts"} of one question of the run."""
+        return dict(self.conn.execute(
+            "SELECT probe, coalesce(sum(correct = 1), 0) || '/' || count(*) FROM attempts "
+            "WHERE run_id = ? AND question_id = ? GROUP BY probe", (run_id, question_id)).fetchall())
+
+    def stored_attempts(self, run_id: int, probe: str) -> list[tuple]:
+        """(question_id, attempt, route, correct, mean_logprob) of the probe's stored attempts, by question and
+        attempt (what a resumed search replays)."""
+        return self.conn.execute("SELECT question_id, attempt, route, correct, mean_logprob FROM attempts "
+                                 "WHERE run_id = ? AND probe = ? ORDER BY question_id, attempt",
+                                 (run_id, probe)).fetchall()
+
+    def correct_count(self, run_id: int, probes: Sequence[str]) -> int:
+        """How many of the run's attempts of `probes` are correct."""
+        marks = ", ".join("?" * len(probes))
+        return self.conn.execute(f"SELECT coalesce(sum(correct), 0) FROM attempts WHERE run_id = ? AND probe IN "
+                                 f"({marks})", (run_id, *probes)).fetchone()[0]
+
+    def attempt_export(self, run_id: int) -> list[tuple]:
+        """The run's raw attempts for the attempts table, by question (task order: a task's question ids follow
+        it, `Store.upsert_task`; so the rows come in the order of the store's unique index, unsorted), probe,
+        attempt: (run, qid, probe, attempt, route, silenced, temperature, seed, text, answer, rule, correct,
+        mean_logprob, new_tokens, layers_executed, compute). Temperature and seed are not stored: they are
+        recomputed from the run's protocol (`Protocol.decoding_of` and `Protocol.attempt_seeder`, what the
+        engine decoded with) inside the query; blank for an imported run, which records neither."""
+        row = self.get_run(run_id)
+        temperature, params = "NULL", ()
+        if row["source"] == "audit":
+            protocol = self.run_protocol(row)
+            self.conn.create_function("reachtui_seed", 5, protocol.attempt_seeder(), deterministic=True)
+            own = {spec.name: protocol.decoding_of(spec.name)[0] for spec in protocol.probes}
+            default = protocol.decoding_of(registry.REALIZED.name)[0]   # realized, mlp:<L>, explore:<id>
+            cases = " ".join("WHEN ? THEN ?" for _ in own)
+            temperature, params = ((f"CASE a.probe {cases} ELSE ? END", (*(v for kv in own.items() for v in kv),
+                                                                           default)) if own else ("?", (default,)))
+        # an imported run records no decoding: no seed either (and no reachtui_seed function registered)
+        seed = "NULL" if temperature == "NULL" else (
+            f"CASE WHEN {temperature} > 0 THEN reachtui_seed(a.probe, a.route, a.silenced, q.idx, a.attempt) END")
+        return self.conn.execute(
+            f"""SELECT a.run_id, q.qid, a.probe, a.attempt, a.route, a.silenced, {temperature},
+                       {seed},
+                       a.text, a.answer, a.rule, a.correct, a.mean_logprob, a.new_tokens,
+                       a.layers_executed, a.compute
+                FROM attempts a JOIN questions q ON q.id = a.question_id
+                WHERE a.run_id = ? ORDER BY a.question_id, a.probe, a.attempt""",
+            (*params, *params, run_id)).fetchall()
+
     def probe_names(self, run_id: int) -> list[str]:
         """The probes that have attempts in the run, in display order (see `probe_sort_key`)."""
         # A loose index scan: one index seek per distinct probe instead of a pass over all attempts.
@@ -168,20 +304,6 @@ class StoreQueries:
               FROM p WHERE p.probe IS NOT NULL)
             SELECT probe FROM p WHERE probe IS NOT NULL""", {"run": run_id}).fetchall()
         return ordered_names(r[0] for r in rows)
-
-    def failure_candidates(self, run_id: int, probe: str) -> list[int]:
-        """Question ids reachable under `probe` whose realized attempt is wrong, in task order (what
-        `freeze_failure_sets` freezes as failure:<probe>)."""
-        from reachtui.outcomes import FAILURE_CANDIDATES_SQL
-
-        return [r[0] for r in self.conn.execute(FAILURE_CANDIDATES_SQL, {"run": run_id, "probe": probe})]
-
-    def realized_ids(self, run_id: int) -> list[int]:
-        """Question ids whose realized attempt is correct (the realized set an MLP scan breaks), in task
-        order."""
-        from reachtui.outcomes import REALIZED_IDS_SQL
-
-        return [r[0] for r in self.conn.execute(REALIZED_IDS_SQL, {"run": run_id})]
 
     # -- failure sets, MLP scan, explorations ------------------------------------------------------
 
@@ -207,6 +329,21 @@ class StoreQueries:
             sql += " AND s.set_id = ?"
             params.append(set_id)
         return self._rows(sql + " ORDER BY s.set_id, s.layer", params)
+
+    def mlp_scan_ranked(self, run_id: int) -> list[tuple]:
+        """The run's MLP-scan rows by set and layer, each with its set's rank: (run, set name, layer, failure_n,
+        repaired, repair_rate, realized_n, broken, break_rate, net, most repairs, best net). Most repairs: the
+        highest repair rate, then the lowest break rate, then the lowest layer; best net: the highest repaired
+        - broken, then the most repairs, then the lowest layer; neither for an empty failure set."""
+        return [r[:10] + (bool(r[10]), bool(r[11])) for r in self.conn.execute(
+            """SELECT s.run_id, f.name, s.layer, s.failure_n, s.repaired, s.repair_rate, s.realized_n,
+                      s.broken, s.break_rate, s.repaired - s.broken,
+                      s.failure_n > 0 AND row_number() OVER (PARTITION BY s.set_id ORDER BY s.repair_rate IS NULL,
+                        s.repair_rate DESC, s.break_rate IS NULL, s.break_rate, s.layer) = 1,
+                      s.failure_n > 0 AND row_number() OVER (PARTITION BY s.set_id ORDER BY
+                        s.repaired - s.broken DESC, s.repaired DESC, s.layer) = 1
+               FROM mlp_scan s JOIN failure_sets f ON f.id = s.set_id
+               WHERE s.run_id = ? ORDER BY s.set_id, s.layer""", (run_id,))]
 
     def explorations(self, run_id: int) -> list[dict]:
         return self._rows("SELECT * FROM explorations WHERE run_id = ? ORDER BY id", (run_id,))

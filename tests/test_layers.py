@@ -56,3 +56,36 @@ def test_torch_outside_the_model_room_breaks_its_wall(tmp_path):
     assert result.returncode == 1, result.stdout[-3000:]
     assert "torch, transformers and their kin are imported only in reachtui/model/ BROKEN" in result.stdout
     assert "reachtui.store -> torch" in result.stdout
+
+
+#: Modules whose SQL runs on the store's connection: the store's own.
+STORE_MODULES = {"store.py", "store_queries.py", "store_outcomes.py", "store_schema.py"}
+#: Others that run SQL, and on what (never the store).
+OWN_DATABASES = {"tables/table.py": "--where/--order run on a private in-memory copy of a built table"}
+SQL_CALLS = {"execute", "executemany", "executescript", "create_function"}
+
+
+def sql_outside_the_store(root: Path) -> list[str]:
+    """Calls `.execute(...)` (and the other ways to run SQL on a connection) in modules outside the store's."""
+    import ast
+
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel in STORE_MODULES or rel in OWN_DATABASES:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in SQL_CALLS:
+                bad.append(f"reachtui/{rel}:{node.lineno}: .{node.func.attr}(")
+    return bad
+
+
+def test_no_sql_runs_on_the_store_outside_its_modules():
+    assert sql_outside_the_store(ROOT / "reachtui") == []
+
+
+def test_sql_written_in_the_tables_is_caught(tmp_path):
+    copy = copy_of_the_package(tmp_path) / "reachtui"
+    target = copy / "tables" / "mlp.py"
+    target.write_text(target.read_text() + "\n\ndef _count(store):\n    return store.conn.execute('SELECT 1')\n")
+    assert sql_outside_the_store(copy) == [f"reachtui/tables/mlp.py:{len(target.read_text().splitlines())}: .execute("]

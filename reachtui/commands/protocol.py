@@ -22,13 +22,12 @@ def protocol(run, store_path) -> None:
       reachtui audit MODEL --task gsm8k.jsonl --protocol gsm8k.toml
     """
     from reachtui.commands.export import open_store
-    from reachtui.protocol import protocol_of_run, protocol_to_toml
-    from reachtui.tables import resolve_run
+    from reachtui.protocol import protocol_to_toml
 
     with open_store(store_path) as store:
-        run_id = resolve_run(store, run)
+        run_id = store.resolve_run(run)
         row = store.get_run(run_id)
-    spec = protocol_of_run(row)
+        spec = store.run_protocol(row)
     if spec.hash() != row["protocol_hash"]:
         raise ReachError(f"run {run_id} was stored with protocol {row['protocol_hash']}, which this reachtui "
                          f"reads as {spec.hash()} (another version made it); its TOML would not match it")

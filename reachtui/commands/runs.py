@@ -15,18 +15,14 @@ def runs(store_path, as_json):
     """List the audit runs in the store: model, task, protocol hash, status, progress, and the match keys
     (per probe: two runs compare on a probe when its key is the same in both; "realized" is the default
     deployment's)."""
-    from reachtui.protocol import stored_protocol
     from reachtui.store import Store
 
     store = Store(store_path, readonly=True, check=True)
     try:
         rows = store.list_runs()
         for r in rows:
-            try:
-                r["protocol"] = json.loads(store.get_run(r["id"])["protocol_json"])
-            except (ValueError, RecursionError):    # unreadable: listed as null, not a crash
-                r["protocol"] = None
-            spec = stored_protocol(r["protocol"])
+            spec = store.readable_protocol(r["id"])     # unreadable: listed as null, not a crash
+            r["protocol"] = json.loads(spec.canonical_json()) if spec is not None else None
             r["match_keys"] = spec.match_keys() if spec is not None else None
         if as_json:
             for r in rows:

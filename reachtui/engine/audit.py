@@ -10,7 +10,6 @@ stays resumable ('failed' where that can still be written) and the same command 
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -62,11 +61,8 @@ def check_given_run(store, run_id: int, *, task, protocol, limit: int | None = N
                          f"not {task.name!r} ({task.sha256[:12]})")
     phash = protocol.hash()
     if run["protocol_hash"] != phash:
-        try:
-            stored = type(protocol).from_dict(json.loads(run["protocol_json"]), stored=True).to_dict()
-            diff = _protocol_diff(stored, protocol.to_dict())
-        except (ValueError, TypeError, RecursionError, ReachError):
-            diff = []
+        stored = store.readable_protocol(run)
+        diff = [] if stored is None else _protocol_diff(stored.to_dict(), protocol.to_dict())
         detail = f" (differs in: {', '.join(diff)})" if diff else ""
         raise ReachError(f"run {run_id} was made with protocol {run['protocol_hash']}, this command gives "
                          f"protocol {phash}{detail}; repeat the run's own settings to continue it, or "
@@ -103,8 +99,7 @@ def open_run(store, *, model_name: str, model_path: str | None, model_class: str
         if limit is not None:
             ids = ids[:limit]
         versions = versions or {}
-        rid = store.create_run(model_id, task_id, protocol_json=protocol.canonical_json(), protocol_hash=phash,
-                               limit_n=limit, question_ids=ids,
+        rid = store.create_run(model_id, task_id, protocol=protocol, limit_n=limit, question_ids=ids,
                                torch_version=versions.get("torch"),
                                transformers_version=versions.get("transformers"),
                                device=versions.get("device"), dtype=versions.get("dtype"))
@@ -151,8 +146,10 @@ class Audit:
     the MLP scan repairs (None: no scan)."""
 
     def __init__(self, store, runner, run_id: int, *, batch_size: int | None = None, mlp_scan: str | None = None,
-                 on_event: Callable[[Progress], None] | None = None, cancel=None, resumed: bool = False) -> None:
-        self.ctx = ctx = RunContext(store, runner, run_id, batch_size=batch_size, on_event=on_event, cancel=cancel)
+                 on_event: Callable[[Progress], None] | None = None, cancel=None, resumed: bool = False,
+                 fits_checked: bool = False) -> None:
+        self.ctx = ctx = RunContext(store, runner, run_id, batch_size=batch_size, on_event=on_event, cancel=cancel,
+                                    fits_checked=fits_checked)
         self.store, self.run_id, self.resumed = store, ctx.run_id, resumed
         self.mlp_probe = mlp_scan
         names = [p.name for p in ctx.protocol.probes]
@@ -239,7 +236,7 @@ def run_audit(store, runner, *, model_name: str, model_path: str | None = None, 
         if load_report:
             store.add_run_event(rid, "load", load_report)
         audit = Audit(store, runner, rid, batch_size=batch_size, mlp_scan=mlp_scan, on_event=on_event,
-                      cancel=cancel, resumed=resumed)
+                      cancel=cancel, resumed=resumed, fits_checked=True)
         return audit.run()
     finally:
         store.release_run(rid)

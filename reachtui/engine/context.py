@@ -63,17 +63,17 @@ def check_fits(runner, prompts: Sequence[str], names: Sequence[str], max_new_tok
 class RunContext:
     """One run of the store (a writer `Store`) on one runner. `batch_size`: asked for (--batch-size), else
     the run's own, else the runner's estimate; `remember` stores the choice with the run (the audit does,
-    so a resumed run keeps its batches and its numbers)."""
+    so a resumed run keeps its batches and its numbers). `fits_checked`: the job's prompts were checked
+    against the model's positions already (`check_fits`: the audit checks before it touches the store), so
+    they are not checked again."""
 
     def __init__(self, store, runner, run_id: int, *, batch_size: int | None = None, remember: bool = True,
-                 on_event: Callable[[Progress], None] | None = None, cancel=None) -> None:
-        from reachtui.protocol import protocol_of_run
-
+                 on_event: Callable[[Progress], None] | None = None, cancel=None, fits_checked: bool = False) -> None:
         self.store = store
         self.runner = runner
         self.run_id = int(run_id)
         self.run_row = store.get_run(self.run_id)
-        self.protocol = protocol_of_run(self.run_row)
+        self.protocol = store.run_protocol(self.run_row)
         if self.protocol.hash() != self.run_row["protocol_hash"]:
             raise ReachError(f"run {run_id}: its stored protocol no longer hashes to {self.run_row['protocol_hash']} "
                              f"(made by another reachtui version?); start a new run")
@@ -85,7 +85,8 @@ class RunContext:
             raise ReachError(f"run {self.run_id} has no questions")
         self.fmt = self.protocol.answer_format
         self.prompts = [self.protocol.render_prompt(q["question"], runner.tokenizer) for q in self.questions]
-        check_fits(runner, self.prompts, [q["qid"] for q in self.questions], self.protocol.max_new_tokens)
+        if not fits_checked:
+            check_fits(runner, self.prompts, [q["qid"] for q in self.questions], self.protocol.max_new_tokens)
         # questions in order of prompt length: a batch holds prompts of similar length, so little padding
         self.by_length = sorted(range(len(self.prompts)), key=lambda i: (len(self.prompts[i]), i))
         self.position = {q["question_id"]: pos for pos, q in enumerate(self.questions)}
@@ -135,18 +136,6 @@ class RunContext:
             raise Cancelled()
 
     # -- the store ---------------------------------------------------------------------------------------
-    def stored_attempts(self, probe: str) -> list[tuple]:
-        """(question_id, attempt, route, correct, mean_logprob) of the probe's stored attempts."""
-        return self.store.conn.execute(
-            "SELECT question_id, attempt, route, correct, mean_logprob FROM attempts "
-            "WHERE run_id = ? AND probe = ? ORDER BY question_id, attempt", (self.run_id, probe)).fetchall()
-
-    def correct_count(self, probes: Sequence[str]) -> int:
-        marks = ", ".join("?" * len(probes))
-        return self.store.conn.execute(
-            f"SELECT coalesce(sum(correct), 0) FROM attempts WHERE run_id = ? AND probe IN ({marks})",
-            (self.run_id, *probes)).fetchone()[0]
-
     def record(self, todo: Sequence[Work], gens) -> list[dict]:
         """Grade `gens` (one per work item), store them in one transaction, note an out-of-memory halving
         the runner made meanwhile and what else it has to say (`take_notes`); returns the rows."""
@@ -216,7 +205,7 @@ class RunContext:
         if forget is not None:
             forget()
 
-    def execute(self, jobs: list[list[Work]], *, mixed: bool = False) -> None:
+    def run_plan(self, jobs: list[list[Work]], *, mixed: bool = False) -> None:
         """Run a phase's plan, skipping what is stored (`mixed`: the plan's attempts as mixed calls)."""
         items = [w for job in jobs for w in job]
         probes = sorted({it.probe for it in items})
@@ -226,7 +215,7 @@ class RunContext:
         key = lambda it: (self.questions[it.pos]["question_id"], it.probe, it.attempt)  # noqa: E731
         state = {"done": sum(1 for it in items if key(it) in done), "generated": 0, "correct": 0}
         if state["done"]:
-            state["correct"] = self.correct_count(probes)
+            state["correct"] = self.store.correct_count(self.run_id, probes)
         total = len(items)
         self.emit(state["done"], total, correct=state["correct"])
 

@@ -5,14 +5,13 @@ same transaction that marks the run complete, so that tables of millions of atte
 
 from __future__ import annotations
 
-from reachtui.control import attempts_seen, fold_key, outcome_rows, run_control
-from reachtui.tables.source import run_info
+from reachtui.control import fold_key, outcome_rows, run_control
 
 
 def store_outcomes(store, run_id: int) -> None:
     """Make the run's pass afresh and store it with what it saw (inside the caller's transaction, if any:
     no attempt can arrive between the pass and the count)."""
     with store.transaction():
-        rc = run_control(store.conn, run_id, run_info(store.conn, run_id)["protocol"], stored=False)
-        store.write_outcomes(run_id, outcome_rows(rc), fold=fold_key(), seen=attempts_seen(store.conn, run_id),
+        rc = run_control(store, run_id, store.readable_protocol(run_id), stored=False)
+        store.write_outcomes(run_id, outcome_rows(rc), fold=fold_key(), seen=store.attempts_seen(run_id),
                              logprobs=rc.logprobs)

@@ -119,8 +119,7 @@ def write_run(store, task, protocol, graded_rows: list[dict[str, Any]], *, model
         task_id = store.upsert_task(task)
         qids = store.task_question_ids(task_id)
         question_ids = sorted({qids[r["qid"]] for r in graded_rows})
-        run_id = store.create_run(model_id, task_id, protocol_json=protocol.to_dict(),
-                                  protocol_hash=protocol.hash(), source="import",
+        run_id = store.create_run(model_id, task_id, protocol=protocol, source="import",
                                   question_ids=question_ids, note=note)
         rows = [dict(question_id=qids[r["qid"]], **{k: v for k, v in r.items() if k != "qid"})
                 for r in graded_rows]

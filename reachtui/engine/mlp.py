@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from reachtui.engine.context import RunContext, stopped_by
 from reachtui.engine.plan import Work, jobs_by_questions, split
 from reachtui.engine.progress import APPLY, Cancelled, Progress
-from reachtui.outcomes import FAILURE_CANDIDATES_SQL, failure_set_name, repaired_broken
+from reachtui.outcomes import failure_set_name, repaired_broken
 from reachtui.probes.registry import EXPLORE, MLP, seed_stream
 from reachtui.routes import describe_intervention, format_route, format_silenced
 
@@ -43,9 +43,7 @@ def set_plan(ctx: RunContext, positions: Sequence[int], interventions: Sequence[
 
 def counts(ctx: RunContext, probe: str, failure: set[int], realized: set[int]) -> tuple[set[int], set[int]]:
     """(repaired, broken) question ids under the stored attempts of `probe`."""
-    now = dict(ctx.store.conn.execute("SELECT question_id, correct FROM attempts WHERE run_id = ? AND probe = ? "
-                                      "AND attempt = 0", (ctx.run_id, probe)).fetchall())
-    return repaired_broken(failure, realized, now)
+    return repaired_broken(failure, realized, ctx.store.first_attempts(ctx.run_id, probe))
 
 
 def scan(ctx: RunContext, set_id: int) -> None:
@@ -54,7 +52,7 @@ def scan(ctx: RunContext, set_id: int) -> None:
     failure = set(ctx.store.failure_set_members(set_id))
     realized = set(ctx.store.realized_ids(ctx.run_id))
     layers = [SetIntervention(MLP.name(L), MLP.name(L), None, frozenset({L})) for L in range(ctx.L)]
-    ctx.execute(set_plan(ctx, scope(ctx, failure | realized), layers))
+    ctx.run_plan(set_plan(ctx, scope(ctx, failure | realized), layers))
     rows = []
     for L, iv in enumerate(layers):
         repaired, broken = counts(ctx, iv.probe, failure, realized)
@@ -68,7 +66,7 @@ def failure_members(store, run_id: int, probe: str) -> set[int]:
     fs = store.get_failure_set(run_id, failure_set_name(probe))
     if fs is not None:
         return set(store.failure_set_members(fs["id"]))
-    return {r[0] for r in store.conn.execute(FAILURE_CANDIDATES_SQL, {"run": run_id, "probe": probe})}
+    return set(store.failure_candidates(run_id, probe))
 
 
 def exploration_of(probe: str, route: Sequence[int] | None, silenced: frozenset[int], num_layers: int

@@ -25,7 +25,7 @@ NO_LOGPROB_REWARD = -50.0
 def realized(ctx, probe, spec=None) -> None:
     """One attempt (index 0) per question under the protocol's default decoding."""
     t, p = ctx.protocol.decoding_of(probe.name)
-    ctx.execute(jobs_by_intervention([Work(i, probe.name, 0, None, frozenset(), t, p, ctx.seed(probe.name, i, 0, t))
+    ctx.run_plan(jobs_by_intervention([Work(i, probe.name, 0, None, frozenset(), t, p, ctx.seed(probe.name, i, 0, t))
                                       for i in ctx.by_length], ctx.batch_size))
 
 
@@ -33,7 +33,7 @@ def sample(ctx, probe, spec) -> None:
     """K attempts at the probe's temperature / top-p, normal layer order (the runner seeds one generator
     per prompt, so a row never depends on its batch companions)."""
     t, p = ctx.protocol.decoding_of(probe.name)
-    ctx.execute(jobs_by_intervention([Work(i, probe.name, j, None, frozenset(), t, p, ctx.seed(probe.name, i, j, t))
+    ctx.run_plan(jobs_by_intervention([Work(i, probe.name, j, None, frozenset(), t, p, ctx.seed(probe.name, i, j, t))
                                       for i in ctx.by_length for j in range(spec.budget)], ctx.batch_size))
 
 
@@ -54,14 +54,14 @@ def routes(ctx, probe, spec) -> None:
     t, p = ctx.protocol.decoding_of(probe.name)
     if ctx.protocol.routes_mode == "shared":
         pool = route_pool(ctx, spec)
-        ctx.execute(jobs_by_questions(ctx.by_length, ctx.batch_size, lambda i: [
+        ctx.run_plan(jobs_by_questions(ctx.by_length, ctx.batch_size, lambda i: [
             Work(i, probe.name, j, route, frozenset(), t, p, ctx.seed(probe.name, i, j, t))
             for j, route in enumerate(pool)]))
         return
     items = [Work(i, probe.name, j, route, frozenset(), t, p, ctx.seed(probe.name, i, j, t))
              for i in ctx.by_length for j, route in enumerate(route_pool(ctx, spec, i))]
     try:
-        ctx.execute([items], mixed=True)
+        ctx.run_plan([items], mixed=True)
     finally:
         ctx.forget_prefixes()
 
@@ -135,7 +135,7 @@ def _rounds(ctx, probe, spec, searches: list[RouteSearch], totals, correct: int)
 def _replay(ctx, probe, searches: list[RouteSearch]) -> int:
     """Feed each search the attempts already stored for its question; returns how many were correct."""
     stored: dict[int, list[tuple]] = {}
-    for qid, attempt, route, ok, lp in ctx.stored_attempts(probe.name):
+    for qid, attempt, route, ok, lp in ctx.store.stored_attempts(ctx.run_id, probe.name):
         stored.setdefault(qid, []).append((attempt, route, ok, lp))
     correct = 0
     for pos, s in enumerate(searches):

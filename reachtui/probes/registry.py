@@ -144,21 +144,3 @@ def ordered_names(names: Iterable[str]) -> list[str]:
 
 def names(probes: Iterable[Probe] = PROTOCOL_PROBES) -> list[str]:
     return [p.name for p in probes]
-
-
-def sql_list(probes: Iterable[str]) -> str:
-    """A quoted SQL list of probe names, e.g. ('sample', 'routes') (names are the registry's own)."""
-    quoted = [f"'{p}'" for p in probes]
-    return f"({', '.join(quoted) or 'NULL'})"
-
-
-def reach_where(alias: str = "") -> str:
-    """SQL: the attempts of reachability probes (the candidates of the answer-blind selectors)."""
-    col = f"{alias}.probe" if alias else "probe"
-    return f"{col} IN {sql_list(p.name for p in PROTOCOL_PROBES)}"
-
-
-def realized_where(alias: str = "") -> str:
-    """SQL: a question's realized attempt."""
-    a = f"{alias}." if alias else ""
-    return f"{a}probe = '{REALIZED.name}' AND {a}attempt = 0"

@@ -4,7 +4,7 @@ in `reachtui/store.py`) with the definitions of `reachtui.outcomes` (realized, r
 failure set), `reachtui.curves` (pass@k, reachable@k) and the probe registry, and return a `Table`
 (`table.py`) that `formats.py` writes in every format.
 
-    source.py     the store connection, the run (resolve_run, run_info, run_probes), shared SQL
+    source.py     the run as the tables know it (run_info: its row and typed protocol, run_probes, budgets)
     summary.py    per run and probe: realized vs reachable, chance control, intervals; the audit's closing
     questions.py  question by question, and the raw attempts
     budget.py     budget curves (passk) and hit counts (hits)

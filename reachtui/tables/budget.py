@@ -10,17 +10,15 @@ the run's one pass (`reachtui.control.run_control`) or by SQL (`probe_groups`).
 from __future__ import annotations
 
 import math
-import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from reachtui import curves, stats
-from reachtui.outcomes import PER_PROBE_CTE
 from reachtui.probes import registry
 from reachtui.tables.formats import percent
 from reachtui.control import RunControl
-from reachtui.tables.source import RUN_QUESTIONS, ci_columns, connection, controls, run_probes, runs_label
+from reachtui.tables.source import ci_columns, controls, run_probes, runs_label
 from reachtui.tables.table import Column, Table
 
 #: {probe: [(n attempts, c correct, first hit k or None, number of questions), ...]}
@@ -42,14 +40,11 @@ HITS_COLUMNS = [
 ]
 
 
-def probe_groups(con: sqlite3.Connection, run_id: int) -> Groups:
-    """The distinct per-question outcomes of each reachability probe, counted by SQL (one pass over the
+def probe_groups(store, run_id: int) -> Groups:
+    """The distinct per-question outcomes of each reachability probe, counted by the store (one pass over the
     attempts index), in display order."""
     by_probe: Groups = {}
-    for probe, n, c, first, count in con.execute(
-        f"WITH {PER_PROBE_CTE} SELECT probe, n, c, first_hit, count(*) FROM pq GROUP BY probe, n, c, first_hit",
-        {"run": run_id},
-    ):
+    for probe, n, c, first, count in store.probe_groups(run_id):
         by_probe.setdefault(probe, []).append((n, c, first, count))
     return dict(sorted(by_probe.items(), key=lambda kv: registry.sort_key(kv[0])))
 
@@ -74,11 +69,11 @@ def estimator(probe: str) -> str:
     return "reachable@k" if registry.is_ordered(probe) else "pass@k"
 
 
-def probe_curves(con: sqlite3.Connection, run_id: int, groups: Groups | None = None) -> dict[str, tuple[str, Points]]:
+def probe_curves(store, run_id: int, groups: Groups | None = None) -> dict[str, tuple[str, Points]]:
     """{probe: (estimator, [(k, value, questions counted), ...])} for k = 1..max attempts
     (`curves.curve_points`). Python only loops over the distinct (n, c, first_hit) groups that SQL
     returns, never over attempts."""
-    by_probe = probe_groups(con, run_id) if groups is None else groups
+    by_probe = probe_groups(store, run_id) if groups is None else groups
     out = {}
     for probe in sorted(by_probe, key=registry.sort_key):
         out[probe] = (estimator(probe), curves.curve_points(registry.is_ordered(probe), by_probe[probe]))
@@ -92,7 +87,7 @@ def control_points(probe: str, items: Iterable[tuple[int, int, int | None]]) -> 
     return curves.curve_points(registry.is_ordered(probe), groups) if groups else []
 
 
-def passk_table(source: Any, run_ids: Sequence[int]) -> Table:
+def passk_table(store, run_ids: Sequence[int]) -> Table:
     """Budget curves for k = 1..K per probe: unbiased pass@k for `sample` (and other unordered probes),
     reachable@k (first hit at or before k) for routes and mcts. A question counts at k only when it has
     at least k attempts or a hit by k; `questions` says how many counted. Beside each point: its Wilson
@@ -100,12 +95,11 @@ def passk_table(source: Any, run_ids: Sequence[int]) -> Table:
     probabilities, this is conservative), the chance control's curve `control` (the probe's attempts
     scored against the partner question's gold, same estimator; `control_lo`, `control_hi`), and
     `excess` = value - control: where excess reaches 0, the probe stops beating chance."""
-    con = connection(source)
     rows: list[tuple] = []
     notes: list[str] = []
-    for run_id, _info, rc in controls(con, run_ids):
-        n_run = con.execute(f"WITH {RUN_QUESTIONS} SELECT count(*) FROM rq", {"run": run_id}).fetchone()[0]
-        for probe, (est, points) in probe_curves(con, run_id, groups_of(rc)).items():
+    for run_id, _info, rc in controls(store, run_ids):
+        n_run = store.realized_counts(run_id)[0]
+        for probe, (est, points) in probe_curves(store, run_id, groups_of(rc)).items():
             ctrl = {k: (v, c) for k, v, c in control_points(
                 probe, [(s.n, s.control_hits, s.control_first) for s in rc.probe(probe).values()])}
             for k, value, counted in points:
@@ -129,15 +123,14 @@ def passk_table(source: Any, run_ids: Sequence[int]) -> Table:
     return Table("passk", title, list(PASSK_COLUMNS), rows, notes=notes)
 
 
-def hits_table(source: Any, run_ids: Sequence[int]) -> Table:
+def hits_table(store, run_ids: Sequence[int]) -> Table:
     """The hit-count distribution per probe: how many questions have 0, 1, 2, ... correct attempts (of
     the questions with attempts of the probe), beside the same count for the chance control (attempts
     hitting the partner question's gold). Luck rarely gives two hits: compare the tails."""
-    con = connection(source)
     rows: list[tuple] = []
     notes: list[str] = []
-    for run_id, _info, rc in controls(con, run_ids):
-        for probe in run_probes(con, run_id):
+    for run_id, _info, rc in controls(store, run_ids):
+        for probe in run_probes(store, run_id):
             cells = list(rc.probe(probe).values())
             if not cells:
                 continue

@@ -7,7 +7,6 @@ wide `compare` table for data formats, `compare_views` for people, `Comparison.l
 from __future__ import annotations
 
 import math
-import sqlite3
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +16,7 @@ from reachtui.errors import ReachError
 from reachtui.probes import registry
 from reachtui.seeds import derive_seed
 from reachtui.stats import diff, frac, mcnemar_exact
-from reachtui.tables.source import QUESTION_ROWS, ci_columns, connection, probe_hits, run_info, run_probes
+from reachtui.tables.source import ci_columns, probe_hits, run_info, run_probes
 from reachtui.tables.table import Column, Table
 
 CELLS = ("gained", "lost", "kept", "never")  # B vs A: gained = not in A, in B; lost = in A, not in B
@@ -178,23 +177,22 @@ def _delta_interval(pairs: Counter, bootstrap: int, seed: int, part: str) -> tup
     return stats.paired_bootstrap_delta(pairs, B=bootstrap, seed=derive_seed("compare", seed, part))
 
 
-def _status_by_qid(con: sqlite3.Connection, run_id: int, probes: list[str]) -> dict[str, list]:
+def _status_by_qid(store, run_id: int, probes: list[str]) -> dict[str, list]:
     """{qid: [idx, realized, hit(probe 0), hit(probe 1), ...]} for the run's questions (None unknown)."""
-    hits = probe_hits(con, run_id, probes)
+    hits = probe_hits(store, run_id, probes)
     none = [None] * len(probes)
-    return {qid: [idx, real, *hits.get(q, none)]
-            for q, qid, idx, _gold, _answer, real in con.execute(QUESTION_ROWS, {"run": run_id})}
+    return {qid: [idx, real, *hits.get(q, none)] for q, qid, idx, _gold, _answer, real in store.question_rows(run_id)}
 
 
 def match(info_a: dict[str, Any], info_b: dict[str, Any], probes: list[str]) -> tuple[str | None, dict[str, str]]:
     """How two stored runs match (`reachtui.protocol.Protocol.match_keys`): (why realized is not matched, or
     None; {probe: why it is not matched} for those of `probes` whose own settings differ). Runs with the same
     protocol hash match on everything; a protocol this reachtui cannot read matches only by its hash."""
-    from reachtui.protocol import match_differences, stored_protocol
+    from reachtui.protocol import match_differences
 
     if info_a["protocol_hash"] == info_b["protocol_hash"]:
         return None, {}
-    pa, pb = stored_protocol(info_a["protocol"]), stored_protocol(info_b["protocol"])
+    pa, pb = info_a["protocol"], info_b["protocol"]
     if pa is None or pb is None:
         return (f"different protocols ({info_a['protocol_hash']} vs {info_b['protocol_hash']}), one of which this "
                 f"reachtui cannot read"), {}
@@ -211,7 +209,7 @@ def match(info_a: dict[str, Any], info_b: dict[str, Any], probes: list[str]) -> 
     return None, out
 
 
-def compare_runs(source: Any, run_a: int, run_b: int, *, allow_unmatched: bool = False,
+def compare_runs(store, run_a: int, run_b: int, *, allow_unmatched: bool = False,
                  bootstrap: int = stats.DEFAULT_BOOTSTRAP, seed: int = 0) -> Comparison:
     """Run B against run A (B - A), per reachability probe both have, on the questions both have
     (matched by the task's question id).
@@ -224,9 +222,8 @@ def compare_runs(source: Any, run_a: int, run_b: int, *, allow_unmatched: bool =
     Every Δ has a 95% paired-bootstrap interval (`*_delta_lo`, `*_delta_hi`): the compared questions are
     resampled with replacement, each keeping both runs' outcomes (`bootstrap` replicates, seeded from
     `seed` and the probe), beside the exact McNemar p-value of the same transitions."""
-    con = connection(source)
-    info_a, info_b = run_info(con, run_a), run_info(con, run_b)
-    probes_a, probes_b = run_probes(con, run_a), run_probes(con, run_b)
+    info_a, info_b = run_info(store, run_a), run_info(store, run_b)
+    probes_a, probes_b = run_probes(store, run_a), run_probes(store, run_b)
     shared = [p for p in probes_a if p in probes_b]
     deployment, unmatched = match(info_a, info_b, shared)
     warnings: list[str] = []
@@ -247,7 +244,7 @@ def compare_runs(source: Any, run_a: int, run_b: int, *, allow_unmatched: bool =
         only = [p for p in own if p not in other]
         if only:
             notes.append(f"probe(s) only in run {run}, not compared: {', '.join(only)}")
-    sa, sb = _status_by_qid(con, run_a, probes), _status_by_qid(con, run_b, probes)
+    sa, sb = _status_by_qid(store, run_a, probes), _status_by_qid(store, run_b, probes)
     common = sorted((q for q in sa if q in sb), key=lambda q: (sa[q][0], q))
     if info_a["task_sha256"] != info_b["task_sha256"]:
         notes.append(f"the runs are on different task files ({info_a['task']} vs {info_b['task']}): "
@@ -326,9 +323,9 @@ def compare_runs(source: Any, run_a: int, run_b: int, *, allow_unmatched: bool =
     return Comparison(info_a, info_b, matched, probes, len(common), table, cells, status, unmatched)
 
 
-def compare_table(source: Any, run_a: int, run_b: int, *, allow_unmatched: bool = False,
+def compare_table(store, run_a: int, run_b: int, *, allow_unmatched: bool = False,
                   bootstrap: int = stats.DEFAULT_BOOTSTRAP, seed: int = 0) -> Table:
-    return compare_runs(source, run_a, run_b, allow_unmatched=allow_unmatched, bootstrap=bootstrap,
+    return compare_runs(store, run_a, run_b, allow_unmatched=allow_unmatched, bootstrap=bootstrap,
                         seed=seed).table
 
 

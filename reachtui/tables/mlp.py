@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from reachtui.tables.formats import percent
-from reachtui.tables.source import connection, runs_label
+from reachtui.tables.source import runs_label
 from reachtui.tables.table import Column, Table
 
 MLP_COLUMNS = [
@@ -27,25 +27,13 @@ BEST_NOTE = ("most repairs = the block with the highest repair rate (then the lo
              "layer); neither when the failure set is empty")
 
 
-def mlp_scan_table(source: Any, run_ids: Sequence[int]) -> Table:
+def mlp_scan_table(store, run_ids: Sequence[int]) -> Table:
     """The one-MLP silencing scan as stored: per set and layer, repaired/|F|, broken/|R| and the net
     repaired − broken; `best` and `best_net` mark each set's two best blocks (BEST_NOTE)."""
-    con = connection(source)
     rows: list[tuple] = []
     notes: list[str] = []
     for run_id in run_ids:
-        cur = con.execute(
-            """SELECT s.run_id, f.name, s.layer, s.failure_n, s.repaired, s.repair_rate, s.realized_n,
-                      s.broken, s.break_rate, s.repaired - s.broken,
-                      s.failure_n > 0 AND row_number() OVER (PARTITION BY s.set_id ORDER BY s.repair_rate IS NULL,
-                        s.repair_rate DESC, s.break_rate IS NULL, s.break_rate, s.layer) = 1,
-                      s.failure_n > 0 AND row_number() OVER (PARTITION BY s.set_id ORDER BY
-                        s.repaired - s.broken DESC, s.repaired DESC, s.layer) = 1
-               FROM mlp_scan s JOIN failure_sets f ON f.id = s.set_id
-               WHERE s.run_id = ? ORDER BY s.set_id, s.layer""",
-            (run_id,),
-        )
-        got = [r[:10] + (bool(r[10]), bool(r[11])) for r in cur]
+        got = store.mlp_scan_ranked(run_id)
         if not got:
             notes.append(f"run {run_id} has no MLP scan (audit with --mlp-scan)")
         rows += got
@@ -55,10 +43,10 @@ def mlp_scan_table(source: Any, run_ids: Sequence[int]) -> Table:
     return Table("mlp-scan", title + runs_label(run_ids), list(MLP_COLUMNS), rows, notes=notes)
 
 
-def mlp_best(source: Any, run_id: int, *, by: str = "best") -> list[dict[str, Any]]:
+def mlp_best(store, run_id: int, *, by: str = "best") -> list[dict[str, Any]]:
     """The best block of each scanned, non-empty failure set, as dicts: `by` "best" (most repairs) or
     "best_net" (repaired − broken)."""
-    return [row for row in mlp_scan_table(source, [run_id]).dicts() if row[by]]
+    return [row for row in mlp_scan_table(store, [run_id]).dicts() if row[by]]
 
 
 def best_of(rows: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]] | None:
@@ -69,10 +57,10 @@ def best_of(rows: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, A
     return None if most is None or net is None else (most, net)
 
 
-def mlp_lines(source: Any, run_id: int) -> list[str]:
+def mlp_lines(store, run_id: int) -> list[str]:
     """One line per scanned failure set: the block with the most repairs and the best net block, what
     each repairs and what it breaks."""
-    rows = mlp_scan_table(source, [run_id]).dicts()
+    rows = mlp_scan_table(store, [run_id]).dicts()
     out = []
     for name in dict.fromkeys(r["set"] for r in rows):
         mine = [r for r in rows if r["set"] == name]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from reachtui.probes import registry
-from reachtui.tables.source import QUESTION_ROWS, column_suffix, connection, controls, run_probes, runs_label
+from reachtui.tables.source import column_suffix, controls, run_probes, runs_label
 from reachtui.tables.table import Column, Table
 
 ATTEMPT_COLUMNS = [
@@ -38,21 +38,20 @@ def _question_columns(probes: Sequence[str]) -> list[Column]:
     return columns
 
 
-def questions_table(source: Any, run_ids: Sequence[int]) -> Table:
+def questions_table(store, run_ids: Sequence[int]) -> Table:
     """One row per (run, question), in task order: gold, the realized (default) extracted answer,
     realized, and for each probe: reachable and the first hit (1-based k; empty: never). Then the
     chance control's partner (the question whose gold this one's attempts are also scored against) and,
     per probe, hits (correct attempts), answers (distinct extracted answers) and control (some attempt
     hits the partner's gold); empty where the probe has no attempt of the question."""
-    con = connection(source)
     probes: list[str] = []
     for run_id in run_ids:
-        probes += [p for p in run_probes(con, run_id) if p not in probes]
+        probes += [p for p in run_probes(store, run_id) if p not in probes]
     probes.sort(key=registry.sort_key)
     rows: list[tuple] = []
-    for run_id, _info, rc in controls(con, run_ids):
+    for run_id, _info, rc in controls(store, run_ids):
         cells = [rc.probe(p) for p in probes]
-        questions = con.execute(QUESTION_ROWS, {"run": run_id}).fetchall()
+        questions = store.question_rows(run_id)
         qid_of = {q: qid for q, qid, *_rest in questions}
         for q, qid, _idx, gold, answer, correct in questions:
             partner = rc.partner.get(q)
@@ -69,44 +68,11 @@ def questions_table(source: Any, run_ids: Sequence[int]) -> Table:
     return Table("questions", title, _question_columns(probes), rows)
 
 
-def attempts_table(source: Any, run_ids: Sequence[int]) -> Table:
-    """The raw attempts, by question (task order: a task's question ids follow it, `Store.upsert_task`; so the
-    rows come in the order of the store's unique index, unsorted), probe, attempt. Temperature and seed are not stored: they
-    are recomputed from the run's protocol (`Protocol.decoding_of` and `Protocol.attempt_seeder`, what the
-    engine decoded with) inside the query; blank for an imported run, which records neither."""
-    con = connection(source)
+def attempts_table(store, run_ids: Sequence[int]) -> Table:
+    """The raw attempts, by question (task order), probe, attempt, with the temperature and seed each decoded
+    with, recomputed from the run's protocol (`Store.attempt_export`; blank for an imported run)."""
     rows: list[tuple] = []
     for run_id in run_ids:
-        temperature, params = _decoding(con, run_id)
-        # an imported run records no decoding: no seed either (and no reachtui_seed function registered)
-        seed = "NULL" if temperature == "NULL" else (
-            f"CASE WHEN {temperature} > 0 THEN reachtui_seed(a.probe, a.route, a.silenced, q.idx, a.attempt) END")
-        rows += con.execute(
-            f"""SELECT a.run_id, q.qid, a.probe, a.attempt, a.route, a.silenced, {temperature},
-                       {seed},
-                       a.text, a.answer, a.rule, a.correct, a.mean_logprob, a.new_tokens,
-                       a.layers_executed, a.compute
-                FROM attempts a JOIN questions q ON q.id = a.question_id
-                WHERE a.run_id = ? ORDER BY a.question_id, a.probe, a.attempt""",
-            (*params, *params, run_id),
-        ).fetchall()
+        rows += store.attempt_export(run_id)
     title = "Attempts" + runs_label(run_ids)
     return Table("attempts", title, list(ATTEMPT_COLUMNS), rows, plain=True)
-
-
-def _decoding(con, run_id: int) -> tuple[str, tuple]:
-    """An SQL expression (and its parameters) for an attempt's temperature in run `run_id`, with the SQL
-    function reachtui_seed(probe, route, silenced, task index, attempt) registered on `con` for its seed."""
-    from reachtui.protocol import protocol_of_run
-
-    row = con.execute("SELECT protocol_json, source FROM runs WHERE id = ?", (run_id,)).fetchone()
-    if row is None or row[1] != "audit":
-        return "NULL", ()      # no temperature, and no seed: reachtui_seed is not even called
-    protocol = protocol_of_run({"id": run_id, "protocol_json": row[0]})
-    con.create_function("reachtui_seed", 5, protocol.attempt_seeder(), deterministic=True)
-    own = {spec.name: protocol.decoding_of(spec.name)[0] for spec in protocol.probes}
-    cases = " ".join("WHEN ? THEN ?" for _ in own)
-    default = protocol.decoding_of(registry.REALIZED.name)[0]   # realized, mlp:<L>, explore:<id>
-    if not own:
-        return "?", (default,)
-    return f"CASE a.probe {cases} ELSE ? END", (*(v for kv in own.items() for v in kv), default)

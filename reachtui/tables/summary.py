@@ -15,15 +15,13 @@ from typing import Any
 
 from reachtui import curves, outcomes, stats
 from reachtui.control import Graded, RunControl, run_control
-from reachtui.outcomes import FAILURE_CANDIDATES_SQL, FAILURE_PREFIX, REALIZED_CTE, REALIZED_IDS_SQL
 from reachtui.probes import registry
 from reachtui.seeds import derive_seed
 from reachtui.stats import diff, frac, is_missing
 from reachtui.tables.budget import control_points, curve_lines, groups_of, probe_curves
 from reachtui.tables.formats import fold_intervals, human_cells, percent
 from reachtui.tables.mlp import mlp_lines
-from reachtui.tables.source import (RUN_QUESTIONS, budgets, chance, ci_columns, connection, run_info, run_notes,
-                                    runs_label)
+from reachtui.tables.source import budgets, chance, ci_columns, run_info, run_notes, runs_label
 from reachtui.tables.table import Column, Table, select
 
 REALIZED = registry.REALIZED.name
@@ -137,7 +135,7 @@ def _add_honest_numbers(rc: RunControl, realized_ok: set[int], rows: list[dict[s
             row["control_at_k"] = curves.budget_curve(curve, registry.is_ordered(probe), row["budget"], n)
 
 
-def summary_rows(source: Any, run_id: int, *, intervals: bool = False, bootstrap: int = stats.DEFAULT_BOOTSTRAP,
+def summary_rows(store, run_id: int, *, intervals: bool = False, bootstrap: int = stats.DEFAULT_BOOTSTRAP,
                  seed: int = 0, graded: Graded | None = None) -> list[dict[str, Any]]:
     """The run's numbers per probe, as plain dicts (fractions in 0..1): a "realized" row first, then one
     row per reachability probe with attempts, in display order (the audit's closing table). Keys:
@@ -171,35 +169,26 @@ def summary_rows(source: Any, run_id: int, *, intervals: bool = False, bootstrap
     For the realized row, control is the default answer scored against the partner's gold and excess
     realized - control. `graded`: shared by the runs of one build (`reachtui.control.Graded`).
     """
-    con = connection(source)
-    info = run_info(con, run_id)
+    info = run_info(store, run_id)
     ks = budgets(info)
-    params = {"run": run_id}
-    n, n_real_done, n_realized = con.execute(
-        f"WITH {RUN_QUESTIONS}, {REALIZED_CTE} SELECT (SELECT count(*) FROM rq), "
-        "(SELECT count(*) FROM real), (SELECT coalesce(sum(ok = 1), 0) FROM real)",
-        params,
-    ).fetchone()
+    n, n_real_done, n_realized = store.realized_counts(run_id)
     realized = frac(n_realized, n)
     rows: list[dict[str, Any]] = [dict(
         probe=REALIZED, budget=1, n=n, n_attempted=n_real_done, realized=realized, reachable=realized,
         gap=0.0, blind_vote=realized, blind_logprob=realized, retained_vote=math.nan,
         retained_logprob=math.nan, failure=0, chance=chance(info, 1), pass_at_k=None, reachable_at_k=None)]
-    rc = run_control(con, run_id, info["protocol"], graded)  # the one pass over the attempts; the intervals reuse it
+    rc = run_control(store, run_id, info["protocol"], graded)  # the one pass over the attempts; the intervals reuse it
     groups = groups_of(rc)
-    budget_curves = probe_curves(con, run_id, groups)
+    budget_curves = probe_curves(store, run_id, groups)
     vote = {p: sum(1 for s in rc.per[p].values() if s.vote) for p in groups}
     lp_best = {p: sum(1 for s in rc.per[p].values() if s.logprob) for p in groups}
     with_logprobs = rc.logprobs  # imported generations may carry no log-probs
-    frozen = dict(con.execute("SELECT probe, max(size) FROM failure_sets WHERE run_id = :run "
-                              "AND name = :prefix || probe GROUP BY probe",
-                              {**params, "prefix": FAILURE_PREFIX}).fetchall())
+    frozen = store.frozen_sizes(run_id)
     per_probe = []
     for p, g in groups.items():
         live = None
         if p not in frozen:  # an unfinished run: count what would be frozen
-            live = con.execute(f"SELECT count(*) FROM ({FAILURE_CANDIDATES_SQL})",
-                               {"run": run_id, "probe": p}).fetchone()[0]
+            live = len(store.failure_candidates(run_id, p))
         per_probe.append((p, sum(cnt for *_x, cnt in g), sum(cnt for _n, c, _f, cnt in g if c > 0),
                           vote.get(p) or 0, lp_best.get(p) or 0, frozen.get(p), live, max(n for n, *_x in g)))
     for probe, done, reach, n_vote, n_lp, n_frozen, live, max_n in sorted(per_probe,
@@ -220,7 +209,7 @@ def summary_rows(source: Any, run_id: int, *, intervals: bool = False, bootstrap
             pass_at_k=None if registry.is_ordered(probe) else curve,
             reachable_at_k=curve if registry.is_ordered(probe) else None))
     if intervals:
-        realized_ok = {q for (q,) in con.execute(REALIZED_IDS_SQL, params)}
+        realized_ok = set(store.realized_ids(run_id))
         _add_honest_numbers(rc, realized_ok, rows, bootstrap=bootstrap, seed=seed)
     return rows
 
@@ -300,7 +289,7 @@ def _table_values(r: dict[str, Any], realized_row: dict[str, Any]) -> dict[str, 
     )
 
 
-def summary_table(source: Any, run_ids: Sequence[int], *, bootstrap: int = stats.DEFAULT_BOOTSTRAP,
+def summary_table(store, run_ids: Sequence[int], *, bootstrap: int = stats.DEFAULT_BOOTSTRAP,
                   seed: int = 0) -> Table:
     """One row per (run, reachability probe): realized, reachable, the chance control and excess
     reachability, gap, robust reachability, answer-blind accuracies, retained = (blind - realized) /
@@ -308,15 +297,14 @@ def summary_table(source: Any, run_ids: Sequence[int], *, bootstrap: int = stats
     the answer scatter, and 95% intervals as `<column>_lo` / `<column>_hi` (see `summary_rows` with
     intervals=True and `SUMMARY_NOTE`). A run without any probe gets one realized row (its control is the
     default answer's)."""
-    con = connection(source)
     rows: list[tuple] = []
     notes: list[str] = []
     names = [c.name for c in SUMMARY_COLUMNS]
     graded: Graded = {}
     cells: list[dict[str, Any]] = []    # what the gap and retained notes read
     for run_id in run_ids:
-        info = run_info(con, run_id)
-        got = summary_rows(con, run_id, intervals=True, bootstrap=bootstrap, seed=seed, graded=graded)
+        info = run_info(store, run_id)
+        got = summary_rows(store, run_id, intervals=True, bootstrap=bootstrap, seed=seed, graded=graded)
         for r in got[1:] or got[:1]:
             values = dict(run=run_id, model=info["model"], task=info["task"], protocol_hash=info["protocol_hash"],
                           **_table_values(r, got[0]))
@@ -388,17 +376,17 @@ def chance_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     return ["", "reachable beside chance (95% intervals):", *lines, SUMMARY_NOTE] if lines else []
 
 
-def closing_lines(source: Any, run_id: int, rows: Sequence[dict[str, Any]] | None = None) -> list[str]:
+def closing_lines(store, run_id: int, rows: Sequence[dict[str, Any]] | None = None) -> list[str]:
     """The lines under the closing table: the budget curves, the MLP scan's best blocks, reachable
     beside its chance control. `rows`: the run's `summary_rows(..., intervals=True)`, if already read."""
     if rows is None:
-        rows = summary_rows(source, run_id, intervals=True)
-    return curve_lines(rows) + mlp_lines(source, run_id) + chance_lines(rows)
+        rows = summary_rows(store, run_id, intervals=True)
+    return curve_lines(rows) + mlp_lines(store, run_id) + chance_lines(rows)
 
 
-def closing(source: Any, run_id: int) -> tuple[Table, list[str]]:
+def closing(store, run_id: int) -> tuple[Table, list[str]]:
     """What `reachtui audit` prints when it ends: the closing table, then the lines under it (its notes,
     then `closing_lines`)."""
-    rows = summary_rows(source, run_id, intervals=True)
+    rows = summary_rows(store, run_id, intervals=True)
     table = closing_table(run_id, rows)
-    return table, table.notes + closing_lines(source, run_id, rows)
+    return table, table.notes + closing_lines(store, run_id, rows)

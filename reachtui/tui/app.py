@@ -332,9 +332,10 @@ class ReachApp(App[None]):
         self.main.refresh_chrome()
 
     def protocol(self):
-        from reachtui.protocol import Protocol
-
-        return Protocol.from_dict(self.run_info.protocol, stored=True)
+        """The open run's protocol (ReachError, one line, where this reachtui cannot read it)."""
+        if self.run_info.protocol is None:
+            raise ReachError(f"run {self.run_info.id}: its stored protocol cannot be read by this reachtui")
+        return self.run_info.protocol
 
     # ---- engine jobs: a live run, an apply, the audit ---------------------------------------------
 

@@ -1,4 +1,5 @@
-"""What the app reads from the store (read-only), with the definitions of `reachtui.outcomes`.
+"""What the app reads from the store (read-only, through `Store`'s queries), with the definitions of
+`reachtui.outcomes`.
 
 Pure Python (no textual, no torch), so tests and the first-paint bench can use it directly. Nothing is
 decided here: `correct` comes from the graded attempts, failure sets are the frozen rows.
@@ -6,15 +7,16 @@ decided here: `correct` comes from the graded attempts, failure sets are the fro
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from reachtui.errors import ReachError
 from reachtui.outcomes import first_hit, realized, repaired_broken
-from reachtui.probes.registry import EXPLORE, REALIZED, is_reach, ordered_names, realized_where
+from reachtui.probes.registry import EXPLORE, REALIZED, is_reach, ordered_names
 from reachtui.tui.state import CRow, QRow
+
+if TYPE_CHECKING:
+    from reachtui.protocol import Protocol
 
 
 @dataclass
@@ -25,7 +27,7 @@ class RunInfo:
     num_layers: int | None
     task: str
     task_path: str | None
-    protocol: dict[str, Any]
+    protocol: Protocol | None   # None: a protocol this reachtui cannot read (the run is browsed without it)
     protocol_hash: str
     status: str
     n_questions: int
@@ -33,14 +35,12 @@ class RunInfo:
 
     @property
     def answer_format(self) -> str:
-        return str(self.protocol.get("answer_format", "number"))
+        return "number" if self.protocol is None else self.protocol.answer_format
 
     @property
     def budgets(self) -> dict[str, int]:
         """{probe: K} from the run's protocol (a probe's question is complete with K attempts)."""
-        from reachtui.tables.source import budgets
-
-        return budgets({"protocol": self.protocol})
+        return {} if self.protocol is None else {p.name: p.budget for p in self.protocol.probes}
 
     @property
     def label(self) -> str:
@@ -61,15 +61,9 @@ class AuditData:
 
         self.path = Path(path)
         self.store = Store(self.path, readonly=True)
-        self.conn = self.store.conn
 
     def close(self) -> None:
         self.store.close()
-
-    def _dicts(self, sql: str, params: tuple = ()) -> list[dict[str, Any]]:
-        cur = self.conn.execute(sql, params)
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, row)) for row in cur.fetchall()]
 
     # ---- runs -------------------------------------------------------------------------------------
 
@@ -82,29 +76,20 @@ class AuditData:
 
     def run(self, run_id: int) -> RunInfo:
         row = self.store.get_run(run_id)
-        try:         # a protocol this reachtui cannot read: browse the run without it (its tables say so)
-            protocol = json.loads(row["protocol_json"]) if row.get("protocol_json") else {}
-        except (ValueError, RecursionError):
-            protocol = {}
-        protocol = protocol if isinstance(protocol, dict) else {}
+        protocol = self.store.readable_protocol(row)   # None: browse the run without it (its tables say so)
         return RunInfo(id=row["id"], model=row["model"], model_path=row.get("model_path"),
                        num_layers=row.get("num_layers"), task=row["task"], task_path=row.get("task_path"),
                        protocol=protocol, protocol_hash=row["protocol_hash"], status=row["status"],
                        n_questions=row["n_questions"], probes=self.reach_probes(run_id, protocol))
 
-    def reach_probes(self, run_id: int, protocol: dict[str, Any]) -> tuple[str, ...]:
+    def reach_probes(self, run_id: int, protocol: Protocol | None) -> tuple[str, ...]:
         """The run's reach probes: the protocol's, in order, then any others found in its attempts."""
-        names: list[str] = []
-        for p in protocol.get("probes", ()) or ():
-            name = p.get("name") if isinstance(p, dict) else (p[0] if isinstance(p, (list, tuple)) else p)
-            if isinstance(name, str) and is_reach(name) and name not in names:
-                names.append(name)
+        names = [p.name for p in (protocol.probes if protocol is not None else ()) if is_reach(p.name)]
         names += ordered_names(p for p in self.store.probe_names(run_id) if is_reach(p) and p not in names)
         return tuple(names)
 
     def run_status(self, run_id: int) -> str:
-        row = self.conn.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()
-        return row[0] if row else "unknown"
+        return self.store.run_status(run_id)
 
     # ---- the question table -----------------------------------------------------------------------
 
@@ -123,12 +108,9 @@ class AuditData:
         budget = [run.budgets.get(p, 0) for p in probes]
         agg: dict[int, tuple[list, list, list]] = {}
         done: dict[int, bool | None] = {}
-        kept = stored_pass(self.conn, run.id)
+        kept = stored_pass(self.store, run.id)
         read = (REALIZED.name,) if kept is not None else (REALIZED.name, *probes)   # the pass has the rest
-        for key, probe, any_ok, first, count in self.conn.execute(
-            f"SELECT question_id, probe, max(correct), min(CASE WHEN correct = 1 THEN attempt END), count(*) "
-            f"FROM attempts WHERE run_id = ? AND probe IN ({','.join('?' * len(read))}) GROUP BY probe, question_id",
-            (run.id, *read)):
+        for key, probe, any_ok, first, count in self.store.probe_cells(run.id, read):
             if probe == REALIZED.name:
                 done[key] = realized(any_ok)   # None when ungraded (the pass does not keep that apart)
                 continue
@@ -145,9 +127,7 @@ class AuditData:
                 entry[0][i], entry[1][i], entry[2][i] = cell.hits > 0, cell.first_hit, True
         empty = ((None,) * n, (None,) * n, (finished,) * n)
         out = []
-        for key, qid, question in self.conn.execute(
-            "SELECT q.id, q.qid, q.question FROM run_questions rq JOIN questions q ON q.id = rq.question_id "
-            "WHERE rq.run_id = ? ORDER BY q.idx", (run.id,)):
+        for key, qid, question in self.store.question_texts(run.id):
             entry = agg.get(key)
             reach, first, complete = (tuple(entry[0]), tuple(entry[1]), tuple(entry[2])) if entry else empty
             out.append(QRow(key, qid, first_line(question), done.get(key), reach, first, complete))
@@ -159,9 +139,7 @@ class AuditData:
         """One row per compared question (a `reachtui.tables.compare.Comparison`), in task order."""
         from reachtui.tables.compare import CATEGORIES
 
-        text = dict(self.conn.execute(
-            "SELECT q.qid, q.question FROM run_questions rq JOIN questions q ON q.id = rq.question_id "
-            "WHERE rq.run_id = ?", (comparison.run_a["run"],)).fetchall())
+        text = {qid: question for _key, qid, question in self.store.question_texts(comparison.run_a["run"])}
         out = []
         for qid, (ra, rb, _ha, _hb) in (comparison.status or {}).items():
             cats = tuple(CATEGORIES.get(comparison.cell_of(qid, "reachable", p)) for p in comparison.probes)
@@ -173,18 +151,14 @@ class AuditData:
         attempts of each common probe."""
         out: dict[str, Any] = {"runs": []}
         for run in (comparison.run_a, comparison.run_b):
-            row = self.conn.execute(
-                "SELECT q.id, q.question, q.gold FROM run_questions rq JOIN questions q ON q.id = rq.question_id "
-                "WHERE rq.run_id = ? AND q.qid = ?", (run["run"], qid)).fetchone()
+            row = self.store.run_question(run["run"], qid)
             if row is None:
                 out["runs"].append(None)
                 continue
             key, question, gold = row
             out.setdefault("question", question)
             out.setdefault("gold", gold)
-            hits = dict(self.conn.execute(
-                "SELECT probe, coalesce(sum(correct = 1), 0) || '/' || count(*) FROM attempts "
-                "WHERE run_id = ? AND question_id = ? GROUP BY probe", (run["run"], key)).fetchall())
+            hits = self.store.probe_tallies(run["run"], key)
             out["runs"].append(dict(run=run["run"], model=run["model"], default=self.default_attempt(run["run"], key),
                                     hits={p: hits.get(p) for p in comparison.probes}))
         return out
@@ -204,35 +178,18 @@ class AuditData:
     # ---- one question -----------------------------------------------------------------------------
 
     def question(self, key: int) -> dict[str, Any]:
-        rows = self._dicts("SELECT id, qid, idx, question, gold, solution FROM questions WHERE id = ?", (key,))
-        return rows[0] if rows else {}
+        return self.store.question(key)
 
     def default_attempt(self, run_id: int, key: int) -> dict[str, Any] | None:
-        rows = self._dicts(
-            "SELECT text, answer, rule, correct, new_tokens, route, silenced FROM attempts "
-            f"WHERE run_id = ? AND question_id = ? AND {realized_where()}", (run_id, key))
-        return rows[0] if rows else None
+        return self.store.default_attempt(run_id, key)
 
     def hits(self, run: RunInfo, key: int, limit: int = 64) -> list[dict[str, Any]]:
         """The attempts of the run's reach probes that reached the gold answer, probe by probe (in
         `run.probes` order), in attempt order, each with the temperature it decoded at (from the protocol)."""
-        probes = run.probes
-        if not probes:
-            return []
-        marks = ",".join("?" * len(probes))
-        order = " ".join(f"WHEN ? THEN {i}" for i in range(len(probes)))
-        hits = self._dicts(
-            f"SELECT probe, attempt, route, silenced, answer, text, new_tokens FROM attempts "
-            f"WHERE run_id = ? AND question_id = ? AND correct = 1 AND probe IN ({marks}) "
-            f"ORDER BY CASE probe {order} END, attempt LIMIT ?", (run.id, key, *probes, *probes, limit))
-        from reachtui.protocol import Protocol
-
-        try:
-            protocol = Protocol.from_dict(run.protocol, stored=True)
-        except ReachError:  # a hand-written protocol this reachtui cannot read: no temperatures to show
-            return hits
-        for h in hits:
-            h["temperature"] = protocol.decoding_of(h["probe"])[0]
+        hits = self.store.correct_attempts(run.id, key, run.probes, limit)
+        if run.protocol is not None:    # a protocol this reachtui cannot read: no temperatures to show
+            for h in hits:
+                h["temperature"] = run.protocol.decoding_of(h["probe"])[0]
         return hits
 
     # ---- search -----------------------------------------------------------------------------------
@@ -255,10 +212,7 @@ class AuditData:
         """(repaired, broken): the questions the exploration's intervention turned right from a wrong
         default and wrong from a right default, from its stored `explore:<id>` attempts."""
         now, wrong, right = {}, set(), set()
-        for key, correct, default in self.conn.execute(
-            f"SELECT e.question_id, e.correct, r.correct FROM attempts e JOIN attempts r "
-            f"ON r.run_id = e.run_id AND r.question_id = e.question_id AND {realized_where('r')} "
-            f"WHERE e.run_id = ? AND e.probe = ?", (run_id, EXPLORE.name(exploration_id))):
+        for key, correct, default in self.store.changed_by(run_id, EXPLORE.name(exploration_id)):
             now[key] = correct
             if default == 1:
                 right.add(key)
