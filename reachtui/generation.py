@@ -12,7 +12,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from reachtui.routes import Route
+from reachtui.intervention import Intervention
+
+__all__ = ["SAMPLER_VERSION", "SAMPLERS", "Decoding", "Generation", "Intervention", "Runner", "CallPool"]
 
 
 #: The sampler new runs draw with (recorded in the protocol, so a run never matches one drawn otherwise).
@@ -65,10 +67,6 @@ class Generation:
     finish: str = field(default="length")   # "eos" | "stop" | "length"
 
 
-#: One intervention: a route (None = the model's own order) and the layers whose MLP is silenced.
-Intervention = tuple[Route | None, frozenset[int]]
-
-
 class Runner(Protocol):
     """Generates on one loaded model. One owner at a time: every call holds `lock` (reentrant), so the
     app's live runs queue between the audit's batches."""
@@ -78,10 +76,10 @@ class Runner(Protocol):
     lock: threading.RLock
     batch_size_hint: int | None     # set when an out-of-memory error halved the batches
 
-    def generate(self, prompts: list[str], *, route: Route | None = None, silenced: frozenset[int] = frozenset(),
+    def generate(self, prompts: list[str], intervention: Intervention | None = None, *,
                  decoding: Decoding = Decoding(), seeds: list[int] | None = None,
                  batch_size: int = 64) -> list[Generation]:
-        """Every prompt under one intervention."""
+        """Every prompt under one intervention (None: the model as deployed)."""
 
     def generate_many(self, prompts: list[str], interventions: Sequence[Intervention], *,
                       decoding: Decoding = Decoding(), seeds: list[list[int]] | None = None, batch_size: int = 64,
@@ -92,8 +90,9 @@ class Runner(Protocol):
     def suggest_batch_size(self, prompts: list[str], max_new_tokens: int, route_len: int) -> tuple[int, str]:
         """Prompts per generation job for this device, and why."""
 
-    def check_route(self, route: Route | str | None) -> Route:
-        """The route validated against the model (None: the identity route); ReachError if it does not fit."""
+    def resolve(self, intervention: Intervention | None) -> Intervention:
+        """The intervention checked against the model, its route written out (the identity route when it
+        has none); ReachError, one line, where it does not fit the model."""
 
 
 @runtime_checkable

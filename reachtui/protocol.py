@@ -25,6 +25,7 @@ from typing import Any
 from reachtui.errors import ReachError
 from reachtui.generation import SAMPLER_VERSION, SAMPLERS
 from reachtui.grading import FORMATS
+from reachtui.intervention import stream_of
 from reachtui.probes import registry
 from reachtui.seeds import seed_deriver
 
@@ -382,7 +383,7 @@ class Protocol:
             derive = derivers.get((probe, route, silenced))
             if derive is None:
                 derive = derivers[probe, route, silenced] = seed_deriver(
-                    self.seed, registry.seed_stream(probe, route, silenced))
+                    self.seed, stream_of(probe, route, silenced))
             return derive(task_index, attempt)
 
         return seed

@@ -167,16 +167,6 @@ def format_silenced(silenced) -> str:
     return format_route(sorted(silenced)) if silenced else ""
 
 
-def describe_intervention(route, silenced, num_layers: int) -> str:
-    """One line for people: `route 0-3,3,5-7 · silence MLP 5` (the identity route is left out)."""
-    parts = []
-    if route is not None and tuple(route) != tuple(range(num_layers)):
-        parts.append(f"route {format_route(tuple(route))}")
-    if silenced:
-        parts.append(f"silence MLP {format_silenced(silenced)}")
-    return " · ".join(parts) or "default (identity route, nothing silenced)"
-
-
 # ---------------------------------------------------------------- the action space (sampler and MCTS)
 
 _DEFAULTS = dict(

@@ -26,7 +26,7 @@ def seed_deriver(*head: object):
 
 def attempt_seed(protocol_seed: int, stream: str, task_index: int, attempt: int, temperature: float) -> int | None:
     """The seed of attempt `attempt` of the question with task index `task_index` in seed stream `stream`
-    (a probe's name, `reachtui.probes.registry.seed_stream`); None when greedy (no seed plays a part). The
+    (a probe's name, `reachtui.intervention.Intervention.seed_stream`); None when greedy (no seed plays a part). The
     engine seeds with this; an export recomputes it (`Protocol.attempt_seeder`), so the store does not keep it."""
     if temperature <= 0:
         return None

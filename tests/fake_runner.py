@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from reachtui.generation import Decoding, Generation
+from reachtui.intervention import Intervention
 from reachtui.routes import identity, validate_route
 
 
@@ -36,13 +37,16 @@ class FakeRunner:
     def suggest_batch_size(self, prompts, max_new_tokens, route_len):
         return 64, "fake"
 
-    def check_route(self, route):
-        return identity(self.num_layers) if route is None else validate_route(route, self.num_layers)
+    def resolve(self, intervention):
+        iv = Intervention.of(intervention)
+        route = identity(self.num_layers) if iv.route is None else validate_route(iv.route, self.num_layers)
+        return Intervention(route, iv.silenced)
 
-    def generate(self, prompts, *, route=None, silenced=frozenset(), decoding=Decoding(), seeds=None,
-                 batch_size=64):
+    def generate(self, prompts, intervention=None, *, decoding=Decoding(), seeds=None, batch_size=64):
         if self.delay:
             time.sleep(self.delay)
+        iv = Intervention.of(intervention)
+        route, silenced = iv.route, iv.silenced
         layers = tuple(route.layers) if route is not None else tuple(range(self.num_layers))
         self.calls.append((len(prompts), layers, tuple(sorted(silenced)), decoding.temperature))
         seeds = seeds or [0] * len(prompts)
@@ -69,10 +73,10 @@ class FakeRunner:
     def generate_many(self, prompts, interventions, *, decoding=Decoding(), seeds=None, batch_size=64,
                       on_done=None, rows=None):
         out = []
-        for i, (route, silenced) in enumerate(interventions):
+        for i, iv in enumerate(interventions):
             mine = prompts if rows is None else [prompts[j] for j in rows[i]]
-            gens = self.generate(mine, route=route, silenced=silenced, decoding=decoding,
-                                 seeds=None if seeds is None else seeds[i], batch_size=batch_size)
+            gens = self.generate(mine, iv, decoding=decoding, seeds=None if seeds is None else seeds[i],
+                                 batch_size=batch_size)
             out.append(gens)
             if on_done is not None:
                 on_done(i, gens)

@@ -10,6 +10,7 @@ import pytest
 from fake_runner import FakeRunner, write_task
 from reachtui.engine.audit import run_audit
 from reachtui.errors import ReachError
+from reachtui.intervention import Intervention
 from reachtui.protocol import ProbeSpec, Protocol
 from reachtui.store import Store
 from reachtui.tables import mlp_best
@@ -323,10 +324,10 @@ def test_progress_events_cover_every_phase(tmp_path, task):
 
 def test_failure_mid_run_marks_failed_and_resumes(tmp_path, task):
     class Boom(FakeRunner):
-        def generate(self, prompts, **kw):
+        def generate(self, prompts, intervention=None, **kw):
             if len(self.calls) == 6:
                 raise RuntimeError("boom")
-            return super().generate(prompts, **kw)
+            return super().generate(prompts, intervention, **kw)
 
     store = Store(tmp_path / "s.sqlite")
     with pytest.raises(RuntimeError):
@@ -375,10 +376,10 @@ def test_out_of_memory_halving_is_recorded_and_the_run_goes_on(tmp_path, task):
     class Tight(FakeRunner):
         batch_size_hint = None
 
-        def generate(self, prompts, **kw):
+        def generate(self, prompts, intervention=None, **kw):
             if len(self.calls) == 4:
                 self.batch_size_hint = 2          # what Runner does when a batch ran out of memory
-            return super().generate(prompts, **kw)
+            return super().generate(prompts, intervention, **kw)
 
     store = Store(tmp_path / "s.sqlite")
     res = audit(store, task, runner=Tight())
@@ -394,23 +395,21 @@ def test_each_exported_temperature_and_seed_regenerates_its_attempt(tmp_path, ta
     stream; a route: its own) under a sampling default decoding."""
     from reachtui.engine.mlp import apply
     from reachtui.generation import Decoding
-    from reachtui.routes import parse_route, parse_silenced
     from reachtui.tables import build_table
 
     store = Store(tmp_path / "s.sqlite")
     protocol = Protocol(probes=(ProbeSpec("sample", budget=4), ProbeSpec("routes", budget=3, temperature=0.7)),
                         temperature=0.5, seed=3)
     rid = audit(store, task, protocol, mlp_scan="sample").run_id
-    apply(store, FakeRunner(), rid, "sample", None, frozenset({2}))
-    apply(store, FakeRunner(), rid, "sample", (0, 1, 2, 2, 3, 4, 5, 6, 7), frozenset({1, 3}))
+    apply(store, FakeRunner(), rid, "sample", Intervention(None, frozenset({2})))
+    apply(store, FakeRunner(), rid, "sample", Intervention((0, 1, 2, 2, 3, 4, 5, 6, 7), frozenset({1, 3})))
     rows = build_table(store, "attempts", [rid]).dicts()
     prompts = {q.id: protocol.render_prompt(q.question) for q in task.questions}
     runner = FakeRunner()
 
     def text(row, seed):
-        route = None if row["route"] is None else parse_route(row["route"], 8)
         decoding = Decoding.of(protocol, row["temperature"], 1.0)
-        return runner.generate([prompts[row["question_id"]]], route=route, silenced=parse_silenced(row["silenced"], 8),
+        return runner.generate([prompts[row["question_id"]]], Intervention.parse(row["route"], row["silenced"], 8),
                                decoding=decoding, seeds=[seed])[0].text
 
     kinds = {row["probe"].split(":")[0] for row in rows}
@@ -431,7 +430,7 @@ def test_the_apply_job_without_the_app_repeats_the_mlp_scan_row_for_its_layer(tm
     rid = audit(store, task, Protocol(probes=PROBES, seed=3, temperature=0.5), mlp_scan="sample").run_id
     scan = {r["layer"]: r for r in store.mlp_scan(rid)}
     for layer in (0, 5):
-        done = apply(store, FakeRunner(), rid, "sample", None, frozenset({layer}))
+        done = apply(store, FakeRunner(), rid, "sample", Intervention(None, frozenset({layer})))
         assert done.status == "complete"
         row = scan[layer]
         assert (done.extra["repaired"], done.extra["failure_n"], done.extra["broken"], done.extra["realized_n"]) == \

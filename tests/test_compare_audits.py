@@ -27,11 +27,9 @@ from reachtui.tasks import load_task
 class TrainedRunner(FakeRunner):
     """The same fake model, except that its default decoding also gets questions with hash % 3 == 1 right."""
 
-    def generate(self, prompts, *, route=None, silenced=frozenset(), decoding=Decoding(), seeds=None,
-                 batch_size=64):
-        out = super().generate(prompts, route=route, silenced=silenced, decoding=decoding, seeds=seeds,
-                               batch_size=batch_size)
-        if route is None and not silenced and decoding.temperature == 0:
+    def generate(self, prompts, intervention=None, *, decoding=Decoding(), seeds=None, batch_size=64):
+        out = super().generate(prompts, intervention, decoding=decoding, seeds=seeds, batch_size=batch_size)
+        if (intervention is None or intervention.is_default) and decoding.temperature == 0:
             for prompt, gen in zip(prompts, out):
                 if _h(prompt) % 3 == 1:
                     a, b = map(int, re.findall(r"(\d+) \+ (\d+)", prompt)[0])

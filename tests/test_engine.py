@@ -307,17 +307,18 @@ def test_mixed_steps_follow_every_route_in_order():
     """A mixed batch lays its plans' routes on one sequence of steps (a common supersequence): each route
     runs at increasing steps, each step one layer (silenced or not); routes that skip layers share the
     identity's steps, a repeated block adds its own."""
+    from reachtui.intervention import Intervention
     from reachtui.model.mixed import schedule
 
-    plans = [(Route(route), frozenset(sil)) for route, sil, _ in MIXED] + [(Route((0, 1, 2, 3)), frozenset())]
+    plans = [Intervention(Route(route), frozenset(sil)) for route, sil, _ in MIXED] + [Intervention(Route((0, 1, 2, 3)))]
     steps, slots = schedule(plans)
-    for (route, sil), mine in zip(plans, slots):
+    for iv, mine in zip(plans, slots):
         assert all(a < b for a, b in zip(mine, mine[1:]))
-        assert [steps[t] for t in mine] == [(layer, layer in sil) for layer in route.layers]
-    skips = [(Route(r), frozenset()) for r in [(0, 1, 2, 3, 4, 5, 6, 7), (0, 1, 2, 4, 5, 6, 7), (0, 3, 4, 5, 6, 7),
+        assert [steps[t] for t in mine] == [(layer, layer in iv.silenced) for layer in iv.route.layers]
+    skips = [Intervention(Route(r)) for r in [(0, 1, 2, 3, 4, 5, 6, 7), (0, 1, 2, 4, 5, 6, 7), (0, 3, 4, 5, 6, 7),
                                                (0, 1, 2, 3, 4, 5, 7)]]
     assert schedule(skips)[0] == [(layer, False) for layer in range(8)]
-    repeat = skips + [(Route((0, 1, 2, 3, 2, 3, 4, 5, 6, 7)), frozenset())]
+    repeat = skips + [Intervention(Route((0, 1, 2, 3, 2, 3, 4, 5, 6, 7)))]
     assert len(schedule(repeat)[0]) == 10
 
 

@@ -211,14 +211,14 @@ def test_generate_renders_the_protocol_s_prompt_as_the_app_does(tiny_dirs, tmp_p
     obj = json.loads(out)
     assert obj["prompt"] == "Question: What is 3*4?\nAnswer:"
     runner = Runner(load_model(path, device="cpu"))
-    live = live_run(runner, Protocol(), {"question": "What is 3*4?", "gold": "12"}, route=None)
+    live = live_run(runner, Protocol(), {"question": "What is 3*4?", "gold": "12"})
     assert (obj["text"], obj["new_tokens"]) == (live.text, live.new_tokens)
     proto = Protocol(template="Q: {question}\nA:", max_new_tokens=5, stop=("4",))
     (tmp_path / "p.toml").write_text(protocol_to_toml(proto))
     code, out, err = _run(["generate", path, "What is 3*4?", "--json", "--device", "cpu", "--protocol",
                            str(tmp_path / "p.toml")])
     obj = json.loads(out)
-    live = live_run(runner, proto, {"question": "What is 3*4?", "gold": "12"}, route=None)
+    live = live_run(runner, proto, {"question": "What is 3*4?", "gold": "12"})
     assert obj["prompt"] == "Q: What is 3*4?\nA:" and (obj["text"], obj["new_tokens"]) == (live.text, live.new_tokens)
     assert obj["new_tokens"] <= 5
 

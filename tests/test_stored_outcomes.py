@@ -10,6 +10,7 @@ import reachtui.control as control
 from fake_runner import FakeRunner, write_task
 from reachtui.engine.audit import run_audit
 from reachtui.engine.mlp import apply
+from reachtui.intervention import Intervention
 from reachtui.protocol import ProbeSpec, Protocol
 from reachtui.store import Store
 from reachtui.tables import build_table, compare_runs
@@ -64,7 +65,7 @@ def test_tables_read_the_stored_pass_without_making_it(audited, no_pass):
 
 def test_an_exploration_keeps_the_stored_pass(audited, no_pass):
     store, runs = audited
-    apply(store, FakeRunner(), runs[0], "sample", None, frozenset({2}))
+    apply(store, FakeRunner(), runs[0], "sample", Intervention(None, frozenset({2})))
     assert build_table(store, "summary", runs[:1]).rows
 
 

@@ -17,7 +17,9 @@ import pytest
 from reachtui.store import Store
 from reachtui.generation import Generation
 from reachtui.tui.app import ReachApp
-from reachtui.tui.intervention import Intervention
+from reachtui.intervention import Intervention
+from reachtui.routes import Route
+from reachtui.tui.intervention import LayerEditor
 from tui_store import build_store
 import reference  # noqa: E402
 
@@ -166,7 +168,7 @@ async def test_layer_strip_keys_and_typed_route(stored):
     path, _ = stored
     app = ReachApp(path)
     async with app.run_test(size=SIZE) as pilot:
-        assert app.intervention == Intervention.identity(8)
+        assert app.intervention == LayerEditor.identity(8)
         await pilot.press("right_square_bracket", "right_square_bracket", "x")  # skip layer 2
         assert app.intervention.layers == (0, 1, 3, 4, 5, 6, 7)
         await pilot.press("right_square_bracket", "plus")  # repeat layer 3
@@ -205,12 +207,13 @@ class FakeRunner:
     def suggest_batch_size(self, prompts, max_new_tokens, route_len):
         return 64, "fake"
 
-    def check_route(self, route):
+    def resolve(self, intervention):
         from reachtui.routes import identity
 
-        return route if route is not None else identity(self.num_layers)
+        return Intervention(intervention.route or identity(self.num_layers), intervention.silenced)
 
-    def generate(self, prompts, *, route=None, silenced=frozenset(), decoding=None, seeds=None, batch_size=64):
+    def generate(self, prompts, intervention=None, *, decoding=None, seeds=None, batch_size=64):
+        route, silenced = intervention.route, intervention.silenced
         out = []
         with self.lock:
             self.calls += 1
@@ -488,8 +491,8 @@ async def test_command_palette_runs_a_namespaced_command(stored):
 
 
 def test_intervention_edits_and_texts():
-    iv = Intervention.identity(8)
-    assert iv.is_default and iv.route() is None and iv.describe().startswith("default")
+    iv = LayerEditor.identity(8)
+    assert iv.is_default and iv.value == Intervention() and iv.describe().startswith("default")
     iv = iv.toggle_skip(4).more(3)
     assert iv.layers == (0, 1, 2, 3, 3, 5, 6, 7) and iv.route_text == "0-3,3,5-7"
     assert iv.more(3) is not iv and iv.more(3).count(3) == 2  # at most twice
@@ -497,7 +500,7 @@ def test_intervention_edits_and_texts():
     assert iv.toggle_silence(5).describe() == "route 0-3,3,5-7 · silence MLP 5"
     assert iv.with_route_text("0-3,3,5-7") == iv
     assert iv.reset().is_default
-    only = Intervention(2, (1,))
+    only = LayerEditor(2, Intervention(Route((1,))))
     assert only.toggle_skip(1) is only  # a route keeps at least one layer
     from reachtui.errors import ReachError
 

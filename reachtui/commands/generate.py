@@ -70,7 +70,8 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
         raise ReachError("--stop '': a stop string must not be empty (it would stop before the first token)")
     from reachtui.model.load import (check_layers, check_positions, check_weights, config_position_limit,
                                      load_model, resolve_model)
-    from reachtui.routes import check_syntax, format_route, parse_route, parse_silenced
+    from reachtui.intervention import Intervention
+    from reachtui.routes import check_syntax
 
     # Syntax first (descending ranges, junk), before the model is loaded; ranges are checked after.
     if route_spec is not None:
@@ -84,8 +85,7 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
                         allow_download=allow_download, device_map=device_map, offload_folder=offload_folder,
                         allow_pickle=allow_pickle, allow_missing_weights=allow_missing_weights)
     n = loaded.arch.num_layers
-    route = parse_route(route_spec, n) if route_spec is not None else None
-    silenced = parse_silenced(silence, n)
+    intervention = Intervention.parse(route_spec, silence, n)
     stop = tuple(s.replace("\\n", "\n") for s in stops)
     text_in = prompt
     if not raw:
@@ -99,9 +99,10 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
 
     runner = Runner(loaded)
     decoding = replace(Decoding.of(proto, temperature, top_p), max_new_tokens=max_new_tokens, stop=stop)
-    gen = runner.generate([text_in], route=route, silenced=silenced, seeds=[seed], decoding=decoding)[0]
+    ran = runner.resolve(intervention)      # the route written out (the identity when none was given)
+    gen = runner.generate([text_in], ran, seeds=[seed], decoding=decoding)[0]
     answer, rule = extract_answer(gen.text, proto.answer_format)
-    route_text = format_route(route) if route is not None else format_route(range(n))
+    route_text, silenced = ran.texts()[0], sorted(ran.silenced)
     if as_json:
         click.echo(json.dumps({
             "model": loaded.name,

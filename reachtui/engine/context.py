@@ -20,7 +20,6 @@ from reachtui.engine.record import attempt_row
 from reachtui.errors import DamagedStore, EnvironmentFault, ReachError, sqlite_fault
 from reachtui.generation import CallPool, Decoding
 from reachtui.probes import registry
-from reachtui.routes import Route
 from reachtui.seeds import attempt_seed
 
 
@@ -159,7 +158,7 @@ class RunContext:
         positions = list(dict.fromkeys(w.pos for g in groups for w in g)) if mixed else [w.pos for w in groups[0]]
         at = {pos: n for n, pos in enumerate(positions)}
         return Call([self.prompts[pos] for pos in positions],
-                    [(None if g[0].route is None else Route(g[0].route), g[0].silenced) for g in groups],
+                    [g[0].intervention for g in groups],
                     self.decoding(first.temperature, first.top_p),
                     [[w.seed if w.seed is not None else 0 for w in g] for g in groups],
                     self.batch_size if mixed else len(positions),

@@ -9,7 +9,7 @@ from typing import Any
 
 from reachtui.engine.record import graded
 from reachtui.generation import Decoding
-from reachtui.routes import format_route, format_silenced
+from reachtui.intervention import Intervention
 
 
 @dataclass(frozen=True)
@@ -28,19 +28,18 @@ class LiveResult:
     waited: float              # waiting for the model (an audit batch in flight)
 
 
-def live_run(runner, protocol, question: dict[str, Any], route=None, silenced=frozenset()) -> LiveResult:
-    """`question` (question, gold) under (route, silenced) with the protocol's prompt and default decoding,
+def live_run(runner, protocol, question: dict[str, Any], intervention: Intervention = Intervention()) -> LiveResult:
+    """`question` (question, gold) under `intervention` with the protocol's prompt and default decoding,
     seeded with the protocol's seed."""
     prompt = protocol.render_prompt(question["question"], runner.tokenizer)
-    checked = runner.check_route(route)
+    checked = runner.resolve(intervention)      # the route that runs: the identity route when none is given
     asked = time.perf_counter()
     with runner.lock:  # reentrant: generate() takes it again; held here to time the run apart from the wait
         t0 = time.perf_counter()
-        gen = runner.generate([prompt], route=checked, silenced=frozenset(silenced),
-                              decoding=Decoding.of(protocol), seeds=[protocol.seed])[0]
+        gen = runner.generate([prompt], checked, decoding=Decoding.of(protocol), seeds=[protocol.seed])[0]
         seconds = time.perf_counter() - t0
     g = graded(gen.text, question["gold"], protocol.answer_format)
     return LiveResult(prompt=prompt, gold=question["gold"], text=gen.text, answer=g["answer"], rule=g["rule"],
-                      correct=g["correct"], route=format_route(checked), silenced=format_silenced(silenced),
+                      correct=g["correct"], route=checked.texts()[0], silenced=checked.texts()[1] or "",
                       new_tokens=gen.new_tokens, layers_executed=gen.layers_executed, seconds=seconds,
                       waited=t0 - asked)

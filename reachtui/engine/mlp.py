@@ -10,24 +10,13 @@ silencing MLP L from the app gives exactly the scan's row for layer L.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from reachtui.engine.context import RunContext, stopped_by
 from reachtui.engine.plan import Work, jobs_by_questions, split
 from reachtui.engine.progress import APPLY, Cancelled, Progress
+from reachtui.intervention import Intervention
 from reachtui.outcomes import failure_set_name, repaired_broken
-from reachtui.probes.registry import EXPLORE, MLP, seed_stream
-from reachtui.routes import describe_intervention, format_route, format_silenced
-
-
-@dataclass(frozen=True)
-class SetIntervention:
-    """One intervention of a set plan: stored as `probe`, seeded from `stream` (when it samples)."""
-
-    probe: str
-    stream: str
-    route: tuple[int, ...] | None
-    silenced: frozenset[int]
+from reachtui.probes.registry import EXPLORE, MLP
 
 
 def scope(ctx: RunContext, question_ids: set[int]) -> list[int]:
@@ -35,10 +24,13 @@ def scope(ctx: RunContext, question_ids: set[int]) -> list[int]:
     return [pos for pos in ctx.by_length if ctx.questions[pos]["question_id"] in question_ids]
 
 
-def set_plan(ctx: RunContext, positions: Sequence[int], interventions: Sequence[SetIntervention]) -> list[list[Work]]:
+def set_plan(ctx: RunContext, positions: Sequence[int], interventions: Sequence[tuple[str, Intervention]]
+             ) -> list[list[Work]]:
+    """Each (probe, intervention) on `positions`: one attempt each, stored as `probe`, seeded from the
+    intervention's seed stream (when the default decoding samples)."""
     t, p = ctx.protocol.decoding_of(MLP.name(0))   # the default decoding, as every mlp:<L> and explore:<id>
     return jobs_by_questions(positions, ctx.batch_size, lambda pos: [
-        Work(pos, iv.probe, 0, iv.route, iv.silenced, t, p, ctx.seed(iv.stream, pos, 0, t)) for iv in interventions])
+        Work(pos, probe, 0, iv, t, p, ctx.seed(iv.seed_stream(probe), pos, 0, t)) for probe, iv in interventions])
 
 
 def counts(ctx: RunContext, probe: str, failure: set[int], realized: set[int]) -> tuple[set[int], set[int]]:
@@ -51,11 +43,11 @@ def scan(ctx: RunContext, set_id: int) -> None:
     repaired/|F| and broken/|R| (table mlp_scan)."""
     failure = set(ctx.store.failure_set_members(set_id))
     realized = set(ctx.store.realized_ids(ctx.run_id))
-    layers = [SetIntervention(MLP.name(L), MLP.name(L), None, frozenset({L})) for L in range(ctx.L)]
+    layers = [(MLP.name(L), Intervention(None, frozenset({L}))) for L in range(ctx.L)]
     ctx.run_plan(set_plan(ctx, scope(ctx, failure | realized), layers))
     rows = []
-    for L, iv in enumerate(layers):
-        repaired, broken = counts(ctx, iv.probe, failure, realized)
+    for L, (probe, _iv) in enumerate(layers):
+        repaired, broken = counts(ctx, probe, failure, realized)
         rows.append(dict(set_id=set_id, layer=L, failure_n=len(failure), repaired=len(repaired),
                          realized_n=len(realized), broken=len(broken)))
     ctx.store.write_mlp_scan(ctx.run_id, rows)
@@ -69,43 +61,38 @@ def failure_members(store, run_id: int, probe: str) -> set[int]:
     return set(store.failure_candidates(run_id, probe))
 
 
-def exploration_of(probe: str, route: Sequence[int] | None, silenced: frozenset[int], num_layers: int
-                   ) -> tuple[str, str | None, str | None]:
-    """How an exploration of (route, silenced) on failure:<probe> is stored: (target, route text or None for
-    the normal order, silenced text or None)."""
-    route = None if route is None or tuple(route) == tuple(range(num_layers)) else tuple(route)
-    return (f"{failure_set_name(probe)}+realized", None if route is None else format_route(route),
-            format_silenced(silenced) or None)
+def exploration_of(probe: str, intervention: Intervention, num_layers: int) -> tuple[str, str | None, str | None]:
+    """How an exploration of `intervention` on failure:<probe> is stored: (target, route text or None for the
+    normal order, silenced text or None)."""
+    return (f"{failure_set_name(probe)}+realized", *intervention.normalized(num_layers).texts())
 
 
-def stored_exploration(store, run_id: int, probe: str, route: Sequence[int] | None, silenced: frozenset[int],
-                       num_layers: int) -> dict | None:
+def stored_exploration(store, run_id: int, probe: str, intervention: Intervention, num_layers: int) -> dict | None:
     """The run's complete exploration of this very intervention on failure:<probe>, if one is stored (the
     latest): applying it again would only repeat its attempts, so the app re-opens it instead."""
-    want = exploration_of(probe, route, silenced, num_layers)
+    want = exploration_of(probe, intervention, num_layers)
     for e in reversed(store.explorations(run_id)):
         if (e["target"], e["route"], e["silenced"]) == want and e["status"] == "complete":
             return e
     return None
 
 
-def apply(store, runner, run_id: int, probe: str, route: tuple[int, ...] | None, silenced: frozenset[int], *,
+def apply(store, runner, run_id: int, probe: str, intervention: Intervention, *,
           on_event: Callable[[Progress], None] | None = None, cancel=None) -> Progress:
-    """Run one intervention on failure:<probe> and the realized set as the MLP scan would, stored as a new
+    """Run `intervention` on failure:<probe> and the realized set as the MLP scan would, stored as a new
     exploration (attempts `explore:<id>`); returns the last progress event (status complete or cancelled;
     `extra` holds exploration_id, name, target, repaired, failure_n, broken, realized_n)."""
     ctx = RunContext(store, runner, run_id, remember=False, on_event=on_event, cancel=cancel)
     ctx.phase = APPLY
-    route = None if route is None or tuple(route) == tuple(range(ctx.L)) else tuple(route)
+    iv = intervention.normalized(ctx.L)
     failure, realized = failure_members(store, run_id, probe), set(store.realized_ids(run_id))
     target = failure_set_name(probe)
-    name = f"{describe_intervention(route, silenced, ctx.L)} on {target}"
-    stored_target, route_text, silenced_text = exploration_of(probe, route, silenced, ctx.L)
+    name = f"{iv.describe(ctx.L)} on {target}"
+    stored_target, route_text, silenced_text = exploration_of(probe, iv, ctx.L)
     eid = store.create_exploration(run_id, name, target=stored_target, route=route_text, silenced=silenced_text)
     probe = EXPLORE.name(eid)
-    iv = SetIntervention(probe, seed_stream(probe, route_text, silenced_text), route, frozenset(silenced))
     positions = scope(ctx, failure | realized)
-    calls = [c for job in set_plan(ctx, positions, [iv]) for c in split(job)]
+    calls = [c for job in set_plan(ctx, positions, [(probe, iv)]) for c in split(job)]
     state = dict(done=0, repaired=set(), broken=set())
 
     def event(status: str = "running") -> Progress:
@@ -136,7 +123,7 @@ def apply(store, runner, run_id: int, probe: str, route: tuple[int, ...] | None,
         if raised is exc:
             raise
         raise raised from exc
-    state["repaired"], state["broken"] = counts(ctx, iv.probe, failure, realized)
+    state["repaired"], state["broken"] = counts(ctx, probe, failure, realized)
     store.update_exploration(eid, n=state["done"], repaired=len(state["repaired"]), broken=len(state["broken"]),
                              status="complete")
     return event("complete")

@@ -14,8 +14,9 @@ from typing import Any
 
 from reachtui.engine.plan import Work, jobs_by_intervention, jobs_by_questions
 from reachtui.errors import ReachError
+from reachtui.intervention import Intervention
 from reachtui.probes.mcts import RouteSearch
-from reachtui.routes import format_route, sample_routes
+from reachtui.routes import Route, format_route, sample_routes
 from reachtui.seeds import derive_seed
 
 #: mcts-blind's reward for a generation with no finite mean log-prob (no new token).
@@ -25,7 +26,7 @@ NO_LOGPROB_REWARD = -50.0
 def realized(ctx, probe, spec=None) -> None:
     """One attempt (index 0) per question under the protocol's default decoding."""
     t, p = ctx.protocol.decoding_of(probe.name)
-    ctx.run_plan(jobs_by_intervention([Work(i, probe.name, 0, None, frozenset(), t, p, ctx.seed(probe.name, i, 0, t))
+    ctx.run_plan(jobs_by_intervention([Work(i, probe.name, 0, Intervention(), t, p, ctx.seed(probe.name, i, 0, t))
                                       for i in ctx.by_length], ctx.batch_size))
 
 
@@ -33,18 +34,18 @@ def sample(ctx, probe, spec) -> None:
     """K attempts at the probe's temperature / top-p, normal layer order (the runner seeds one generator
     per prompt, so a row never depends on its batch companions)."""
     t, p = ctx.protocol.decoding_of(probe.name)
-    ctx.run_plan(jobs_by_intervention([Work(i, probe.name, j, None, frozenset(), t, p, ctx.seed(probe.name, i, j, t))
+    ctx.run_plan(jobs_by_intervention([Work(i, probe.name, j, Intervention(), t, p, ctx.seed(probe.name, i, j, t))
                                       for i in ctx.by_length for j in range(spec.budget)], ctx.batch_size))
 
 
-def route_pool(ctx, spec, pos: int | None = None) -> list[tuple[int, ...]]:
+def route_pool(ctx, spec, pos: int | None = None) -> list[Intervention]:
     """The routes probe's K routes: the shared pool (seeded by the protocol's seed), or in per_question
     mode question `pos`'s own (seeded by derive_seed(seed, "routes", its task index))."""
     if ctx.protocol.routes_mode == "shared":
         seed = ctx.protocol.seed
     else:
         seed = derive_seed(ctx.protocol.seed, spec.name, ctx.questions[pos]["idx"])
-    return [tuple(r.layers) for r in sample_routes(ctx.L, spec.budget, seed, ctx.protocol.route_sampler)]
+    return [Intervention(r) for r in sample_routes(ctx.L, spec.budget, seed, ctx.protocol.route_sampler)]
 
 
 def routes(ctx, probe, spec) -> None:
@@ -55,11 +56,10 @@ def routes(ctx, probe, spec) -> None:
     if ctx.protocol.routes_mode == "shared":
         pool = route_pool(ctx, spec)
         ctx.run_plan(jobs_by_questions(ctx.by_length, ctx.batch_size, lambda i: [
-            Work(i, probe.name, j, route, frozenset(), t, p, ctx.seed(probe.name, i, j, t))
-            for j, route in enumerate(pool)]))
+            Work(i, probe.name, j, iv, t, p, ctx.seed(probe.name, i, j, t)) for j, iv in enumerate(pool)]))
         return
-    items = [Work(i, probe.name, j, route, frozenset(), t, p, ctx.seed(probe.name, i, j, t))
-             for i in ctx.by_length for j, route in enumerate(route_pool(ctx, spec, i))]
+    items = [Work(i, probe.name, j, iv, t, p, ctx.seed(probe.name, i, j, t))
+             for i in ctx.by_length for j, iv in enumerate(route_pool(ctx, spec, i))]
     try:
         ctx.run_plan([items], mixed=True)
     finally:
@@ -115,14 +115,14 @@ def _rounds(ctx, probe, spec, searches: list[RouteSearch], totals, correct: int)
                 route, stored = s.pending, False
             else:
                 continue
-            members.append((Work(pos, probe.name, j, route, frozenset(), t, p, ctx.seed(probe.name, pos, j, t)),
-                            stored))
+            members.append((Work(pos, probe.name, j, Intervention(Route(route)), t, p,
+                                 ctx.seed(probe.name, pos, j, t)), stored))
         stored_now = frozenset((m.pos, m.attempt) for m, done in members if done)
 
         def observe(todo: Sequence[Work], rows: list[dict]) -> None:
             nonlocal generated, correct
             for w, r in zip(todo, rows):
-                searches[w.pos].observe(w.route, reward(probe, r["correct"], r["mean_logprob"]))
+                searches[w.pos].observe(w.intervention.route.layers, reward(probe, r["correct"], r["mean_logprob"]))
             generated += len(rows)
             correct += sum(1 for r in rows if r["correct"])
             ctx.emit(*totals(), generated=generated, correct=correct,

@@ -2,7 +2,8 @@
 
 A phase plans its attempts in the run's prompt-length order; a job is a chunk of them that becomes one
 or more runner calls; a call is plain data (prompts, interventions, decoding, seeds, batch), so a worker
-process runs exactly the call this process would (`reachtui.cluster`).
+process runs exactly the call this process would (`reachtui.cluster`). An attempt's intervention is one
+value (`reachtui.intervention.Intervention`) from the plan to the runner and the store row.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from reachtui.intervention import Intervention
 #: A mixed call (interventions over different questions, decoded as one batch) holds this many batches'
 #: worth of attempts: a larger mixed batch spreads a decoding step's fixed cost over more rows.
 MIXED_CALL = 4
@@ -23,8 +25,7 @@ class Work:
     pos: int
     probe: str
     attempt: int
-    route: tuple[int, ...] | None
-    silenced: frozenset[int]
+    intervention: Intervention
     temperature: float
     top_p: float
     seed: int | None
@@ -32,7 +33,7 @@ class Work:
     @property
     def group(self) -> tuple:
         """The intervention and decoding: attempts with equal groups can share a runner call."""
-        return (self.route, tuple(sorted(self.silenced)), self.temperature, self.top_p)
+        return (self.intervention, self.temperature, self.top_p)
 
 
 def chunks(items: Sequence, size: int) -> Iterable[Sequence]:
@@ -87,11 +88,11 @@ def mixed_calls(items: Sequence[Work], stored: frozenset, batch_size: int) -> li
 
 @dataclass
 class Call:
-    """One runner call: `prompts` under each of `interventions` ((Route | None, silenced layers)) with one
-    decoding; `seeds[i][j]` seeds prompt j under intervention i."""
+    """One runner call: `prompts` under each of `interventions` with one decoding; `seeds[i][j]` seeds prompt j
+    under intervention i."""
 
     prompts: list[str]
-    interventions: list[tuple]
+    interventions: list[Intervention]
     decoding: Any
     seeds: list[list[int]]
     batch_size: int
@@ -108,8 +109,7 @@ class Call:
                                  batch_size=self.batch_size, on_done=on_done, rows=self.rows)
             return
         if len(self.interventions) == 1:
-            route, silenced = self.interventions[0]
-            on_done(0, runner.generate(self.prompts, route=route, silenced=silenced, decoding=self.decoding,
+            on_done(0, runner.generate(self.prompts, self.interventions[0], decoding=self.decoding,
                                        seeds=self.seeds[0], batch_size=self.batch_size))
             return
         runner.generate_many(self.prompts, self.interventions, decoding=self.decoding, seeds=self.seeds,

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from reachtui.grading import grade
-from reachtui.routes import format_route, format_silenced
 
 
 def graded(text: str, gold: str, fmt: str) -> dict[str, Any]:
@@ -19,10 +18,9 @@ def attempt_row(question: dict[str, Any], work, gen, fmt: str) -> dict[str, Any]
     """The attempts-table row of one generation (`gen`, a `Generation`) of planned attempt `work` on
     `question` (a run question: question_id, gold). The work's temperature and seed are not stored: the
     protocol gives them (`Protocol.decoding_of`, `reachtui.seeds.attempt_seed`)."""
+    route, silenced = work.intervention.texts()
     return dict(
-        question_id=question["question_id"], probe=work.probe, attempt=work.attempt,
-        route=None if work.route is None else format_route(work.route),
-        silenced=format_silenced(work.silenced) or None,
+        question_id=question["question_id"], probe=work.probe, attempt=work.attempt, route=route, silenced=silenced,
         **graded(gen.text, question["gold"], fmt),
         mean_logprob=gen.mean_logprob, new_tokens=gen.new_tokens, layers_executed=gen.layers_executed,
         compute=gen.compute)

@@ -64,12 +64,12 @@ def _merge(a: list, b: list) -> list:
     return out + a[i:] + b[k:]
 
 
-def schedule(plans: list[tuple]) -> tuple[list[tuple], list[list[int]]]:
+def schedule(plans: list) -> tuple[list[tuple], list[list[int]]]:
     """Steps (layer, silenced) that every plan's route follows in order — a common supersequence of the
     routes, merged longest route first (fewer steps than in plan order) — and the step of each plan's every
     route position (its first fit). Routes that differ by a skipped or repeated block share most steps: one
     block call per step serves all the rows that run that layer there."""
-    seqs = [[(layer, layer in silenced) for layer in route] for route, silenced in plans]
+    seqs = [[(layer, layer in iv.silenced) for layer in iv.route] for iv in plans]
     steps: list = []
     for seq in sorted(seqs, key=len, reverse=True):
         steps = _merge(steps, seq)
@@ -96,7 +96,7 @@ class MixedCache(DynamicCache):
     `close(width)` ends the prefills. The same modules on the same rows as separate decodes, with fewer
     module calls per step."""
 
-    def __init__(self, arch: Architecture, plans: list[tuple], rows: list[int], capacity: int, full: bool = False):
+    def __init__(self, arch: Architecture, plans: list, rows: list[int], capacity: int, full: bool = False):
         super().__init__()
         steps, slots = schedule(plans)
         self.depth = len(steps)
@@ -104,7 +104,7 @@ class MixedCache(DynamicCache):
         starts = [sum(rows[:j]) for j in range(len(plans))]
         self.groups: list[list[_Group]] = []
         # plan j's view of each of its route positions
-        self._windows: list[list[WindowLayer | None]] = [[None] * len(route) for route, _ in plans]
+        self._windows: list[list[WindowLayer | None]] = [[None] * len(iv.route) for iv in plans]
         for t, (layer, silenced) in enumerate(steps):
             js = [(j, mine.index(t)) for j, mine in enumerate(slots) if t in mine]
             if not js:                    # a step no route's first fit uses

@@ -30,6 +30,7 @@ from reachtui.model.memory import is_oom, keep_freed_memory
 from reachtui.model.steppers import FullStepper, GrowingStepper
 from reachtui.model.stops import suspect_table
 from reachtui.generation import Decoding, Generation
+from reachtui.intervention import Intervention
 from reachtui.routes import Route, identity, validate_route
 
 
@@ -170,14 +171,17 @@ class Runner:
                                 f"{max_new_tokens} new tokens; {type(exc).__name__}): lower --max-new-tokens, "
                                 f"or use a device with more memory")
 
-    def check_route(self, route) -> Route:
-        if route is None:
-            return identity(self.num_layers)
-        if isinstance(route, str):
-            from reachtui.routes import parse_route
-
-            return parse_route(route, self.num_layers, max_repeat=10**9)
-        return validate_route(route, self.num_layers, max_repeat=10**9)
+    def resolve(self, intervention) -> Intervention:
+        """The intervention (or a (route, silenced) pair) checked against the model, its route written out
+        (the identity route when it has none): what every generation runs."""
+        iv = Intervention.of(intervention)
+        route = identity(self.num_layers) if iv.route is None else validate_route(iv.route, self.num_layers,
+                                                                                  max_repeat=10**9)
+        silenced = frozenset(int(i) for i in iv.silenced)
+        bad = sorted(i for i in silenced if not 0 <= i < self.num_layers)
+        if bad:
+            raise ReachError(f"silenced layer {bad[0]} is out of range (the model has {self.num_layers} layers)")
+        return Intervention(route, silenced)
 
     def suggest_batch_size(self, prompts: list[str], max_new_tokens: int, route_len: int) -> tuple[int, str]:
         """Prompts per generation job, and why. A CPU gains nothing from batches beyond 64 (they stop
@@ -215,25 +219,21 @@ class Runner:
             self._kv_bytes = max(sizes) if sizes else self._hidden_bytes() * 2
         return self._kv_bytes
 
-    def _check_silenced(self, silenced) -> frozenset[int]:
-        silenced = frozenset(int(i) for i in silenced)
-        bad = sorted(i for i in silenced if not 0 <= i < self.num_layers)
-        if bad:
-            raise ReachError(f"silenced layer {bad[0]} is out of range (the model has {self.num_layers} layers)")
-        return silenced
-
     def generate(
         self,
         prompts: list[str],
+        intervention: Intervention | None = None,
         *,
-        route: Route | None = None,
-        silenced: frozenset[int] = frozenset(),
         decoding: Decoding = Decoding(),
         seeds: list[int] | None = None,
         batch_size: int = 64,
+        route: Route | None = None,
+        silenced: frozenset[int] = frozenset(),
     ) -> list[Generation]:
-        """Every prompt under one intervention (route, silenced MLPs)."""
-        return self.generate_many(prompts, [(route, silenced)], decoding=decoding,
+        """Every prompt under one intervention (None: the model as deployed). `route` and `silenced` give an
+        intervention by its parts instead (a call by hand)."""
+        iv = intervention if intervention is not None else Intervention(route, frozenset(silenced))
+        return self.generate_many(prompts, [iv], decoding=decoding,
                                   seeds=None if seeds is None else [seeds], batch_size=batch_size)[0]
 
     def generate_many(
@@ -247,7 +247,8 @@ class Runner:
         on_done=None,
         rows: list[list[int]] | None = None,
     ) -> list[list[Generation]]:
-        """Every prompt under every intervention (route, silenced): result[i][j] is prompt j under
+        """Every prompt under every intervention (an `Intervention`, or a (route, silenced) pair): result[i][j]
+        is prompt j under
         intervention i. Cheaper than one call per intervention: each batch's prompts are encoded and
         prefilled once for the positions the interventions share with the identity (see routing.py),
         and identical prompts share one prefill. `seeds[i][j]` seeds prompt j under intervention i.
@@ -258,7 +259,7 @@ class Runner:
         They decode together, as one batch (`mixed.MixedCache`), where the model allows it: a forward
         per step for all of them instead of one per intervention. The log-probs then depend (in the last
         bits) on which interventions share the batch; the same call gives the same numbers."""
-        plans = [(self.check_route(r), self._check_silenced(s)) for r, s in interventions]
+        plans = [self.resolve(iv) for iv in interventions]
         if decoding.max_new_tokens < 1:
             raise ReachError("max_new_tokens must be at least 1")
         if not 0.0 < decoding.top_p <= 1.0:
@@ -323,9 +324,8 @@ class Runner:
                 on_done(k, [])
         if not self.mixing:      # one call per intervention
             for k in live:
-                route, silenced = plans[k]
-                results[k] = self.generate([prompts[j] for j in rows[k]], route=route, silenced=silenced,
-                                           decoding=dec, seeds=seeds[k], batch_size=batch_size)
+                results[k] = self.generate([prompts[j] for j in rows[k]], plans[k], decoding=dec, seeds=seeds[k],
+                                           batch_size=batch_size)
                 if on_done is not None:
                     on_done(k, results[k])
             return results
@@ -344,7 +344,7 @@ class Runner:
                 limit = cpu_bytes if self.device.type == "cpu" else max(1, min(batch_size, self.batch_size_hint
                                                                                  or batch_size))
                 for k in live[start:]:
-                    cost = (len(rows[k]) * capacity * len(plans[k][0]) * per_token if self.device.type == "cpu"
+                    cost = (len(rows[k]) * capacity * len(plans[k].route) * per_token if self.device.type == "cpu"
                             else len(rows[k]))
                     if pack and used + cost > limit:
                         break
@@ -367,9 +367,9 @@ class Runner:
                         else:
                             self.batch_size_hint = max(1, used // 2)
                         continue
-                    route, silenced = plans[pack[0]]        # one intervention: generate halves its batches
-                    gens = [self.generate([prompts[j] for j in rows[pack[0]]], route=route, silenced=silenced,
-                                          decoding=dec, seeds=seeds[pack[0]], batch_size=batch_size)]
+                    # one intervention: generate halves its batches
+                    gens = [self.generate([prompts[j] for j in rows[pack[0]]], plans[pack[0]], decoding=dec,
+                                          seeds=seeds[pack[0]], batch_size=batch_size)]
                     orders = [list(range(len(rows[pack[0]])))]
                 for k, o, g in zip(pack, orders, gens):
                     back = [None] * len(o)
@@ -381,7 +381,7 @@ class Runner:
                 start += len(pack)
         return results
 
-    def _generate_mixed(self, ids: list[list[list[int]]], plans: list[tuple], seeds: list[list[int]],
+    def _generate_mixed(self, ids: list[list[list[int]]], plans: list[Intervention], seeds: list[list[int]],
                         dec: Decoding) -> list[list[Generation]]:
         """Plan k over its prompts ids[k] (sorted by length), for every k, in one decode batch: each plan's
         prompts are prefilled under its own installation straight into the batch's cache (in sub-batches,
@@ -393,7 +393,8 @@ class Runner:
                                        self._capacity(width, dec, full), full=full)
         logits, masks = [], []
         with torch.inference_mode():
-            for n, ((route, silenced), rows) in enumerate(zip(plans, ids)):
+            for n, (iv, rows) in enumerate(zip(plans, ids)):
+                route, silenced = iv.route, iv.silenced
                 groups = self._sub_batches(rows)
                 inputs = [self._pad([rows[u] for u in g]) for g in groups]
                 # the positions shared with the identity: replayed from each prompt's own recording
@@ -411,7 +412,7 @@ class Runner:
             flat = [x for rows in ids for x in rows]
             with mixed_batch.installed_mixed(self.arch, mixed):
                 gens = self._decode(mixed, torch.cat(masks), torch.cat(logits), flat, [s for ss in seeds for s in ss],
-                                    dec, [len(route) for (route, _), rows in zip(plans, ids) for _ in rows], None, full)
+                                    dec, [len(iv.route) for iv, rows in zip(plans, ids) for _ in rows], None, full)
         out, at = [], 0
         for rows in ids:
             out.append(gens[at: at + len(rows)])
@@ -457,17 +458,16 @@ class Runner:
         """One prompt: (Generation, logits of every decoding step as a [steps, vocab] float32 tensor).
 
         `force` installs the identity route through the routing machinery too (tests use it)."""
-        route = self.check_route(route)
+        iv = self.resolve(Intervention(route, frozenset(silenced)))
         record: list = []
         with self.lock:
             ids = self.encode(prompt)
-            [(_, [gen])] = list(self._generate_batch([ids], [(route, frozenset(silenced))], [[seed]], decoding,
-                                                     record=record, force=force))
+            [(_, [gen])] = list(self._generate_batch([ids], [iv], [[seed]], decoding, record=record, force=force))
         return gen, torch.cat(record, dim=0)
 
     # ------------------------------------------------------------------ internals
 
-    def _generate_batch(self, ids: list[list[int]], plans: list[tuple], seeds: list[list[int]], dec: Decoding,
+    def _generate_batch(self, ids: list[list[int]], plans: list[Intervention], seeds: list[list[int]], dec: Decoding,
                         *, ids_of: list[int] | None = None, record: list | None = None, force: bool = False):
         """One decode batch (rows sorted by length) under each plan (route, silenced) in turn; yields
         (plan id, generations). The prompts' unique token sequences are prefilled once per plan, in
@@ -480,7 +480,7 @@ class Runner:
         groups = self._sub_batches(unique) if self.plain else [range(len(unique))]
         inputs = [self._pad([unique[u] for u in g], width if not self.plain else None) for g in groups]
 
-        depths = [min(routing.identity_prefix(route.layers, silenced), self.plain_prefix) for route, silenced in plans]
+        depths = [min(routing.identity_prefix(iv.route.layers, iv.silenced), self.plain_prefix) for iv in plans]
         share = max(depths) if len(plans) > 1 else 0
         if share and sum(depths) > share:
             per_layer = sum(len(g) for g in groups) * width * 3 * self._hidden_bytes()
@@ -496,7 +496,8 @@ class Runner:
             yield from self._decode_packs(ids, plans, seeds, dec, ids_of, depths, share, tap, records, groups,
                                           inputs, width)
             return
-        for pid, (route, silenced), row_seeds, d in zip(ids_of, plans, seeds, depths):
+        for pid, iv, row_seeds, d in zip(ids_of, plans, seeds, depths):
+            route, silenced = iv.route, iv.silenced
             d = min(d, share)
             with routing.installed(self.arch, route.layers, silenced, force=force, tap=tap if d else None), \
                     torch.inference_mode():
@@ -517,7 +518,7 @@ class Runner:
         prefilled straight into the batch's cache, replaying the shared identity prefill. Yields (plan id,
         generations) as `_generate_batch` does."""
         n = len(ids)
-        fit, _ = self._rows_that_fit(width + dec.max_new_tokens, max(len(route) for route, _ in plans))
+        fit, _ = self._rows_that_fit(width + dec.max_new_tokens, max(len(iv.route) for iv in plans))
         for smaller in (self.max_pack_rows, self.batch_size_hint):   # sizes an out-of-memory error taught
             if smaller is not None:
                 fit = min(fit, smaller)
@@ -546,8 +547,8 @@ class Runner:
                                        full=True)
         logits, masks = [], []
         with torch.inference_mode():
-            for j, ((route, silenced), d) in enumerate(zip(plans, depths)):
-                with routing.installed(self.arch, route.layers, silenced, tap=tap if d else None):
+            for j, (iv, d) in enumerate(zip(plans, depths)):
+                with routing.installed(self.arch, iv.route.layers, iv.silenced, tap=tap if d else None):
                     _, attention, first = self._prefill(groups, inputs, width, dec, tap if d else None, records, d,
                                                         cache=mixed.plan_cache(j))
                 logits.append(first)
@@ -556,7 +557,7 @@ class Runner:
             with mixed_batch.installed_mixed(self.arch, mixed):
                 gens = self._decode(mixed, torch.cat(masks), torch.cat(logits), ids * len(plans),
                                     [s for row in seeds for s in row], dec,
-                                    [len(route) for route, _ in plans for _ in range(n)], None, True)
+                                    [len(iv.route) for iv in plans for _ in range(n)], None, True)
         return [gens[j * n:(j + 1) * n] for j in range(len(plans))]
 
     def _sub_batches(self, rows: list[list[int]]) -> list[range]:

@@ -90,18 +90,6 @@ EXPLORE = Family("explore", 2, "exploration", "an intervention applied from the 
 FAMILIES = (MLP, EXPLORE)
 
 
-def seed_stream(probe: str, route: str | None = None, silenced: str | None = None) -> str:
-    """The seed stream of a probe's attempts (`reachtui.seeds.attempt_seed`): the probe's own name, except
-    that an exploration silencing one MLP with no route draws the MLP scan's seeds (so it repeats the scan's
-    row for that layer exactly) and every other exploration the stream "explore". `route` and `silenced` are
-    the attempt's stored text forms (`reachtui.routes.format_route` / `format_silenced`: one MLP is one number)."""
-    if not EXPLORE.owns(probe):
-        return probe
-    if route is None and silenced is not None and silenced.isdigit():
-        return MLP.name(int(silenced))
-    return EXPLORE.prefix
-
-
 def scan_default(names: Iterable[str]) -> str | None:
     """The probe whose failure set an MLP scan repairs when none is named: sample if run, else the first."""
     names = list(names)

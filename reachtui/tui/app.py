@@ -25,7 +25,7 @@ from reachtui.engine.progress import APPLY, DONE
 from reachtui.errors import DamagedStore, ReachError, sqlite_fault
 from reachtui.tui import actions
 from reachtui.tui.data import AuditData, RunInfo
-from reachtui.tui.intervention import Intervention
+from reachtui.tui.intervention import LayerEditor
 from reachtui.tui.messages import EngineProgress, LiveDone, ModelState, RowsLoaded
 from reachtui.tui.palette import ReachCommands
 from reachtui.tui.screens.main import MainScreen
@@ -328,7 +328,7 @@ class ReachApp(App[None]):
             self.main.query_one(LayerStrip).problem = msg.text
         iv = self.main.intervention
         if msg.num_layers and (iv is None or iv.num_layers != msg.num_layers):
-            self.main.set_intervention(Intervention.identity(msg.num_layers))
+            self.main.set_intervention(LayerEditor.identity(msg.num_layers))
         self.main.refresh_chrome()
 
     def protocol(self):
@@ -339,17 +339,17 @@ class ReachApp(App[None]):
 
     # ---- engine jobs: a live run, an apply, the audit ---------------------------------------------
 
-    def start_live_run(self, run: RunInfo, question: dict, default: dict | None, iv: Intervention | None) -> None:
+    def start_live_run(self, run: RunInfo, question: dict, default: dict | None, iv: LayerEditor | None) -> None:
         self._live_worker(run, question, default, iv)
 
     @work(thread=True, exclusive=True, group="live", exit_on_error=False, name="live run")
-    def _live_worker(self, run: RunInfo, question: dict, default: dict | None, iv: Intervention | None) -> None:
+    def _live_worker(self, run: RunInfo, question: dict, default: dict | None, iv: LayerEditor | None) -> None:
         from reachtui.engine.live import live_run
 
         runner = self.ensure_runner()
         if iv is None or iv.num_layers != runner.num_layers:
-            iv = Intervention.identity(runner.num_layers)
-        result = asdict(live_run(runner, self.protocol(), question, iv.route(), iv.silenced))
+            iv = LayerEditor.identity(runner.num_layers)
+        result = asdict(live_run(runner, self.protocol(), question, iv.value))
         result.update(qid=question["qid"], intervention=iv.describe(), default_text=None, default_answer=None,
                       default_correct=None)
         if default is not None:
@@ -375,7 +375,7 @@ class ReachApp(App[None]):
         if iv is not None and self.data is not None:
             from reachtui.engine.mlp import stored_exploration
 
-            done = stored_exploration(self.data.store, self.run_info.id, probe, iv.layers, iv.silenced, iv.num_layers)
+            done = stored_exploration(self.data.store, self.run_info.id, probe, iv.value, iv.num_layers)
             if done is not None:      # the same attempts again would add nothing: show the stored ones
                 self.main.reopen_exploration(done)
                 self.notify(f"already applied: exploration #{done['id']} re-opened (o lists every exploration)",
@@ -385,14 +385,14 @@ class ReachApp(App[None]):
         self._apply_worker(self.run_info.id, probe, iv)
 
     @work(thread=True, exclusive=True, group="apply", exit_on_error=False, name="apply")
-    def _apply_worker(self, run_id: int, probe: str, iv: Intervention | None) -> None:
+    def _apply_worker(self, run_id: int, probe: str, iv: LayerEditor | None) -> None:
         from reachtui.engine import mlp
         from reachtui.store import Store
 
         runner = self.ensure_runner()
-        iv = iv if iv is not None and iv.num_layers == runner.num_layers else Intervention.identity(runner.num_layers)
+        iv = iv if iv is not None and iv.num_layers == runner.num_layers else LayerEditor.identity(runner.num_layers)
         with Store(self.store_path) as store:
-            mlp.apply(store, runner, run_id, probe, iv.layers, iv.silenced,
+            mlp.apply(store, runner, run_id, probe, iv.value,
                       on_event=lambda ev: self.post_message(EngineProgress(ev)), cancel=self._apply_cancel)
 
     def action_cancel_work(self) -> None:

@@ -1,30 +1,41 @@
-"""The intervention being edited in the layer strip: a route (original layer indices, in execution
-order) plus the set of layers whose MLP is silenced. Pure Python (routes.py is pure Python too), so
-editing, validating and displaying an intervention never imports torch.
+"""The layer strip's editor: the intervention being edited (a `reachtui.intervention.Intervention`, the value
+the engine runs and the store keeps) on a model of `num_layers` layers, with the edits the keys make. Pure
+Python, so editing, validating and displaying an intervention never imports torch.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from reachtui.intervention import Intervention
+from reachtui.routes import Route, format_route, format_silenced
+
 MAX_REPEAT = 2
 
 
 @dataclass(frozen=True)
-class Intervention:
+class LayerEditor:
     num_layers: int
-    layers: tuple[int, ...] = ()
-    silenced: frozenset[int] = field(default_factory=frozenset)
+    value: Intervention = field(default_factory=Intervention)
 
     @classmethod
-    def identity(cls, num_layers: int) -> Intervention:
-        return cls(num_layers, tuple(range(num_layers)), frozenset())
+    def identity(cls, num_layers: int) -> LayerEditor:
+        return cls(num_layers)
 
-    def __post_init__(self) -> None:
-        if not self.layers and self.num_layers:
-            object.__setattr__(self, "layers", tuple(range(self.num_layers)))
+    def _with(self, layers: tuple[int, ...] | None = None, silenced: frozenset[int] | None = None) -> LayerEditor:
+        layers = self.layers if layers is None else layers
+        route = None if layers == tuple(range(self.num_layers)) else Route(layers)
+        return LayerEditor(self.num_layers, Intervention(route, self.silenced if silenced is None else silenced))
 
     # ---- reading ----------------------------------------------------------------------------------
+
+    @property
+    def layers(self) -> tuple[int, ...]:
+        return self.value.layers(self.num_layers)
+
+    @property
+    def silenced(self) -> frozenset[int]:
+        return self.value.silenced
 
     def count(self, layer: int) -> int:
         return self.layers.count(layer)
@@ -37,39 +48,27 @@ class Intervention:
 
     @property
     def is_identity_route(self) -> bool:
-        return self.layers == tuple(range(self.num_layers))
+        return self.value.route is None
 
     @property
     def is_default(self) -> bool:
-        return self.is_identity_route and not self.silenced
+        return self.value.is_default
 
     @property
     def route_text(self) -> str:
-        from reachtui.routes import Route, format_route
-
-        return format_route(Route(self.layers))
+        return format_route(self.layers)
 
     @property
     def silenced_text(self) -> str:
-        from reachtui.routes import format_silenced
-
         return format_silenced(self.silenced)
 
     def describe(self) -> str:
         """One line: what this intervention does, e.g. `route 0-3,3,5-7 · silence MLP 5`."""
-        from reachtui.routes import describe_intervention
-
-        return describe_intervention(self.layers, self.silenced, self.num_layers)
-
-    def route(self):
-        """The `Route` value for the runner (None for the identity route)."""
-        from reachtui.routes import Route
-
-        return None if self.is_identity_route else Route(self.layers)
+        return self.value.describe(self.num_layers)
 
     # ---- editing (each returns a new value) -------------------------------------------------------
 
-    def with_count(self, layer: int, count: int) -> Intervention:
+    def with_count(self, layer: int, count: int) -> LayerEditor:
         """Set how many times `layer` runs (0 skipped, 1, 2 repeated), keeping the order of the rest:
         a new occurrence goes right after the layer's last one, or after the nearest lower layer."""
         count = max(0, min(count, MAX_REPEAT))
@@ -90,31 +89,32 @@ class Intervention:
             layers[pos:pos] = [layer] * (count - current)
         if not layers:
             return self
-        return Intervention(self.num_layers, tuple(layers), self.silenced)
+        return self._with(tuple(layers))
 
-    def toggle_skip(self, layer: int) -> Intervention:
+    def toggle_skip(self, layer: int) -> LayerEditor:
         return self.with_count(layer, 0 if self.count(layer) else 1)
 
-    def more(self, layer: int) -> Intervention:
+    def more(self, layer: int) -> LayerEditor:
         return self.with_count(layer, self.count(layer) + 1)
 
-    def less(self, layer: int) -> Intervention:
+    def less(self, layer: int) -> LayerEditor:
         return self.with_count(layer, self.count(layer) - 1)
 
-    def toggle_silence(self, layer: int) -> Intervention:
-        return Intervention(self.num_layers, self.layers, self.silenced ^ {layer})
+    def toggle_silence(self, layer: int) -> LayerEditor:
+        return self._with(silenced=self.silenced ^ {layer})
 
-    def reset(self) -> Intervention:
-        return Intervention.identity(self.num_layers)
+    def reset(self) -> LayerEditor:
+        return LayerEditor.identity(self.num_layers)
 
-    def with_route_text(self, text: str) -> Intervention:
-        """Parse a typed route (`0-3,3,5-11`); a bad one raises ReachError with a clear line."""
-        from reachtui.routes import parse_route
+    def with_texts(self, route: str | None, silenced: str | None) -> LayerEditor:
+        """The intervention of these text forms (a typed route `0-3,3,5-11`, silenced layers `3,5`; None or ''
+        for none), as the store keeps them; a bad one raises ReachError with a clear line."""
+        value = Intervention.parse(route, silenced, self.num_layers, max_repeat=MAX_REPEAT)
+        return LayerEditor(self.num_layers, value.normalized(self.num_layers))
 
-        route = parse_route(text, self.num_layers, max_repeat=MAX_REPEAT)
-        return Intervention(self.num_layers, tuple(route.layers), self.silenced)
+    def with_route_text(self, text: str) -> LayerEditor:
+        """Parse a typed route (`0-3,3,5-11`), keeping the silenced layers."""
+        return self.with_texts(text, self.silenced_text)
 
-    def with_silenced_text(self, text: str) -> Intervention:
-        from reachtui.routes import parse_silenced
-
-        return Intervention(self.num_layers, self.layers, frozenset(parse_silenced(text, self.num_layers)))
+    def with_silenced_text(self, text: str) -> LayerEditor:
+        return self.with_texts(self.route_text, text)

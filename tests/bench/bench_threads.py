@@ -38,12 +38,13 @@ from reachtui.protocol import Protocol
 from reachtui.tasks import load_task
 runner = Runner(load_model("demo", device="cpu"))
 protocol, task = Protocol(), load_task("demo")
-silenced = frozenset({runner.num_layers // 2})
+from reachtui.intervention import Intervention
+silenced = Intervention(None, frozenset({runner.num_layers // 2}))
 qs = [{"question": q.question, "gold": q.answer} for q in task.questions[:int(sys.argv[2]) + 1]]
-live_run(runner, protocol, qs[0], None, silenced)   # warm-up
+live_run(runner, protocol, qs[0], silenced)   # warm-up
 times = []
 for q in qs[1:]:
-    t = time.perf_counter(); live_run(runner, protocol, q, None, silenced); times.append(time.perf_counter() - t)
+    t = time.perf_counter(); live_run(runner, protocol, q, silenced); times.append(time.perf_counter() - t)
 print(json.dumps({"threads": torch.get_num_threads(), "median_s": statistics.median(times), "max_s": max(times)}))
 """
 

@@ -110,17 +110,17 @@ def live_run(repeats: int, model: str = "demo") -> dict:
     from dataclasses import asdict
 
     from reachtui.engine.live import live_run as engine_live_run
-    from reachtui.tui.intervention import Intervention
+    from reachtui.tui.intervention import LayerEditor
 
     def live_generate(runner, protocol, question, iv):   # what the app's live-run worker does
-        return asdict(engine_live_run(runner, protocol, question, iv.route(), iv.silenced))
+        return asdict(engine_live_run(runner, protocol, question, iv.value))
 
     t = time.perf_counter()
     runner = Runner(load_model(model, device="cpu"))
     load_s = time.perf_counter() - t
     task = load_task("demo")
     protocol = Protocol()
-    iv = Intervention.identity(runner.num_layers).toggle_silence(runner.num_layers // 2)
+    iv = LayerEditor.identity(runner.num_layers).toggle_silence(runner.num_layers // 2)
     iv_route = iv.more(2).toggle_skip(5)
     qs = [{"question": q.question, "gold": q.answer} for q in task.questions[:repeats]]
     live_generate(runner, protocol, qs[0], iv)  # warm-up

@@ -15,7 +15,7 @@ from textual.widgets import Footer, Input, Static
 
 from reachtui.errors import ReachError
 from reachtui.tui.actions import bindings
-from reachtui.tui.intervention import Intervention
+from reachtui.tui.intervention import LayerEditor
 from reachtui.tui.state import Counters, Filter, QRow, apply_filter, counters
 from reachtui.tui.widgets.layer_strip import LayerStrip
 from reachtui.tui.widgets.panes import DetailPane, LivePane, RunHeader
@@ -34,7 +34,7 @@ class MainScreen(Screen):
         self.changed: set[int] = set()          # questions an exploration changed (filter "changed")
         self.members: dict[int, set[int]] = {}  # frozen set id -> its question keys
         self.counters: Counters | None = None
-        self.intervention: Intervention | None = None
+        self.intervention: LayerEditor | None = None
         self.detail_timer = None
 
     def compose(self) -> ComposeResult:
@@ -70,7 +70,7 @@ class MainScreen(Screen):
         if self.intervention is None or new_run:
             n = run.num_layers or (app.runner.num_layers if app.runner is not None else None)
             if n:
-                self.set_intervention(Intervention.identity(n))
+                self.set_intervention(LayerEditor.identity(n))
         if (self.filter.kind == "failure" and self.filter.probe not in run.probes) or (
                 new_run and self.filter.kind == "changed"):
             self.filter = Filter(search=self.filter.search)
@@ -210,7 +210,7 @@ class MainScreen(Screen):
 
     # ---- the layer strip --------------------------------------------------------------------------
 
-    def set_intervention(self, iv: Intervention) -> None:
+    def set_intervention(self, iv: LayerEditor) -> None:
         self.intervention = iv
         self.query_one(LayerStrip).intervention = iv
 
@@ -252,7 +252,7 @@ class MainScreen(Screen):
     def action_edit_route(self) -> None:
         from reachtui.tui.screens.modals import RouteScreen
 
-        def done(iv: Intervention | None) -> None:
+        def done(iv: LayerEditor | None) -> None:
             if iv is not None:
                 self.set_intervention(iv)
 
@@ -310,9 +310,7 @@ class MainScreen(Screen):
         n = self.intervention.num_layers if self.intervention else run.num_layers
         if n:
             try:
-                iv = Intervention.identity(n)
-                iv = iv.with_route_text(e["route"]) if e["route"] else iv
-                self.set_intervention(iv.with_silenced_text(e["silenced"]) if e["silenced"] else iv)
+                self.set_intervention(LayerEditor.identity(n).with_texts(e["route"], e["silenced"]))
             except ReachError as exc:
                 self.notify(str(exc), severity="error")
         target = e["target"].split("+")[0]

@@ -15,7 +15,7 @@ from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from reachtui.errors import ReachError
-from reachtui.tui.intervention import Intervention
+from reachtui.tui.intervention import LayerEditor
 
 GLYPH_LEGEND = [
     ("✓ / ✗", "column R: the default output (greedy, normal layer order) is right / wrong"),
@@ -82,12 +82,12 @@ class HelpScreen(ModalScreen[None]):
                               '= "F". Escape closes this.', style="dim"), classes="help-section")
 
 
-class RouteScreen(ModalScreen[Intervention | None]):
+class RouteScreen(ModalScreen[LayerEditor | None]):
     """Type a route (`0-3,3,5-11`) and the silenced MLPs (`5` or `3,5`); validated as you type."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="route.cancel")]
 
-    def __init__(self, current: Intervention) -> None:
+    def __init__(self, current: LayerEditor) -> None:
         super().__init__()
         self.current = current
 
@@ -101,11 +101,9 @@ class RouteScreen(ModalScreen[Intervention | None]):
             yield Static("", id="route-error")
             yield Label("enter: use it   escape: cancel", classes="dim")
 
-    def _parse(self) -> Intervention:
-        route = self.query_one("#route-input", Input).value
-        silenced = self.query_one("#silence-input", Input).value
-        iv = self.current.with_route_text(route) if route.strip() else self.current.reset()
-        return iv.with_silenced_text(silenced)
+    def _parse(self) -> LayerEditor:
+        return self.current.with_texts(self.query_one("#route-input", Input).value,
+                                       self.query_one("#silence-input", Input).value)
 
     @on(Input.Changed)
     def _validate(self) -> None:

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from reachtui.tui.intervention import Intervention
+from reachtui.tui.intervention import LayerEditor
 
 CELL = 5
 LABEL = 6   # "layer ", "runs  ", "mlp   "
@@ -27,12 +27,12 @@ class LayerStrip(Widget):
     LayerStrip { height: 3; padding: 0 1; }
     """
 
-    intervention: reactive[Intervention | None] = reactive(None)
+    intervention: reactive[LayerEditor | None] = reactive(None)
     position: reactive[int] = reactive(0)
     #: why the layers are not known (the model failed to load), shown instead of waiting for them
     problem: reactive[str | None] = reactive(None)
 
-    def watch_intervention(self, iv: Intervention | None) -> None:
+    def watch_intervention(self, iv: LayerEditor | None) -> None:
         """What the edited intervention does, on the strip's top border."""
         self.border_title = iv.describe() if iv is not None else None
 
