@@ -549,3 +549,27 @@ def test_latex_is_plain_ascii_booktabs(store_path):
     tex = export(store_path, "summary", "--run", "1", "--format", "latex")
     assert re.search(r"\\begin\{tabular\}\{[lr]+\}", tex)
     assert all(ord(ch) < 128 for ch in tex), "LaTeX output must not need unicode support"
+
+
+def test_the_table_registry_is_what_export_builds_lists_and_refuses(store_path, capsys):
+    """One record per table: `build_table` builds each of them, `reachtui export --help` lists each with its
+    help, and a name not in it is one line naming them all."""
+    from reachtui.cli import main
+    from reachtui.tables.registry import TABLE_SPECS
+
+    names = [t.name for t in TABLE_SPECS]
+    assert tuple(names) == T.TABLES
+    with Store(store_path, readonly=True) as store:
+        for spec in TABLE_SPECS:
+            runs = [1, 2] if spec.pair else [1]
+            assert T.build_table(store, spec.name, runs, allow_unmatched=True, bootstrap=0).name == spec.name
+        with pytest.raises(ReachError, match="the compare table needs two runs"):
+            T.build_table(store, "compare", [1])
+    main(["export", "--help"])
+    out = capsys.readouterr().out
+    for spec in TABLE_SPECS:
+        assert f"{spec.name:<18} {spec.help}" in out
+    with pytest.raises(SystemExit) as exc:
+        main(["export", "tallies", "--store", str(store_path)])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == f"error: unknown table 'tallies'; choose one of {', '.join(names)}\n"

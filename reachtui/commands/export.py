@@ -126,7 +126,17 @@ def _split_columns(columns: tuple[str, ...], columns_csv: str | None) -> list[st
     return names or None
 
 
-@click.command("export")
+class _TablesHelp(click.Command):
+    """`export`'s help lists the tables from their registry when it is shown (`reachtui --help` stays fast)."""
+
+    def format_help_text(self, ctx, formatter):
+        from reachtui.tables.registry import tables_help
+
+        self.help = (self.help or "").replace("{tables}", "\n    ".join(tables_help()))
+        super().format_help_text(ctx, formatter)
+
+
+@click.command("export", cls=_TablesHelp, short_help="Write a table of the audit store (csv ... LaTeX).")
 @click.argument("table_name", metavar="TABLE")
 @click.option("--run", "runs", multiple=True, metavar="ID",
               help="Run id, 'latest' (the default), a model name (its latest complete run), or 'all'. Repeat for "
@@ -169,8 +179,10 @@ def _split_columns(columns: tuple[str, ...], columns_csv: str | None) -> list[st
 def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as_table, output, where, params,
            columns, columns_csv, order, where_timeout, limit, no_headers, ci, caption, latex_label,
            allow_unmatched, keep_formulas, bootstrap, bootstrap_seed) -> None:
-    """Write TABLE of the audit store: summary, questions, attempts, passk, hits, mlp-scan, compare or
-    compare-questions (one row per question of two runs: realized in each, reach categories).
+    """Write TABLE of the audit store, one of:
+
+    \b
+    {tables}
 
     Beside every reachability figure: the chance control (each question's attempts scored against
     another question's gold of the same answer stratum), excess = reachable - control, robust
@@ -194,6 +206,7 @@ def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as
     name = table_name.strip().lower()
     if name not in T.TABLES:
         raise ReachError(f"unknown table {table_name!r}; choose one of {', '.join(T.TABLES)}")
+    spec = T.registry.get(name)
     fmt = pick_format(fmt, output, {"csv": as_csv, "tsv": as_tsv, "json": as_json, "ndjson": as_nl,
                                     "table": as_table})
     if limit is not None and limit < 0:
@@ -212,7 +225,7 @@ def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as
                 raise ReachError("the audit store has no runs yet")
         else:
             run_ids = [T.resolve_run(store, r) for r in (runs or (None,))]
-        if name.startswith("compare") and len(run_ids) != 2:
+        if spec.pair and len(run_ids) != 2:
             raise ReachError(f"the {name} table needs two runs: --run A --run B (or use `reachtui compare A B`)")
         table = T.build_table(store, name, run_ids, allow_unmatched=allow_unmatched, bootstrap=bootstrap,
                               seed=bootstrap_seed)

@@ -10,38 +10,33 @@ failure set), `reachtui.curves` (pass@k, reachable@k) and the probe registry, an
     budget.py     budget curves (passk) and hit counts (hits)
     mlp.py        the MLP silencing scan
     compare.py    two runs, question by question
+    registry.py   one record per table (name, builder, runs, help, the app's formats): build_table, TABLES
     table.py      the Table value and `select` (--where/--columns/--order/--limit)
     formats.py    csv, tsv, json, ndjson, md, latex, rich; intervals folded for people
 
-Entry point: `build_table(store, name, run_ids)` for each of TABLES. Intervals are columns `X_lo`, `X_hi`
-beside `X` (Wilson and bootstrap, `reachtui.stats`); the chance control comes from `reachtui.control`.
+Entry point: `build_table(store, name, run_ids)` for each of TABLES (the registry's records). Intervals are
+columns `X_lo`, `X_hi` beside `X` (Wilson and bootstrap, `reachtui.stats`); the chance control comes from `reachtui.control`.
 Python and sqlite3 (numpy for the bootstrap, imported when one runs): importing this package never imports
 torch, transformers or textual (rich is imported only by `formats.to_rich`/`to_text`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
-from reachtui import stats
 from reachtui.curves import pass_at_k
-from reachtui.errors import ReachError
 from reachtui.stats import mcnemar_exact, ratio
 from reachtui.tables.budget import HITS_COLUMNS, PASSK_COLUMNS, hits_table, passk_table
 from reachtui.tables.compare import (CELLS, COMPARE_COLUMNS, Comparison, compare_runs, compare_table,
                                      compare_views, transition)
 from reachtui.tables.mlp import MLP_COLUMNS, mlp_best, mlp_scan_table
 from reachtui.tables.questions import ATTEMPT_COLUMNS, attempts_table, questions_table
+from reachtui.tables.registry import TABLES, TABLE_SPECS, build_table
 from reachtui.tables.source import column_suffix, is_reach_probe, resolve_run, run_info, run_probes
 from reachtui.tables.summary import (SUMMARY_COLUMNS, SUMMARY_NOTE, closing, closing_lines, closing_table,
                                      header_lines, summary_lines, summary_rows, summary_table, summary_views)
 from reachtui.tables.table import Column, Table, select
 
-TABLES = ("summary", "questions", "attempts", "passk", "hits", "mlp-scan", "compare", "compare-questions")
-
 __all__ = [
-    "TABLES", "build_table", "Table", "Column", "select",
+    "TABLES", "TABLE_SPECS", "build_table", "Table", "Column", "select",
     "summary_rows", "summary_table", "summary_lines", "header_lines", "summary_views", "closing", "closing_table", "closing_lines",
     "SUMMARY_COLUMNS", "SUMMARY_NOTE", "questions_table", "attempts_table", "ATTEMPT_COLUMNS",
     "passk_table", "hits_table", "PASSK_COLUMNS", "HITS_COLUMNS", "mlp_scan_table", "mlp_best", "MLP_COLUMNS",
@@ -49,28 +44,3 @@ __all__ = [
     "resolve_run", "run_info", "run_probes", "is_reach_probe", "column_suffix",
     "pass_at_k", "mcnemar_exact", "ratio",
 ]
-
-
-def build_table(source: Any, name: str, run_ids: Sequence[int], *, allow_unmatched: bool = False,
-                bootstrap: int = stats.DEFAULT_BOOTSTRAP, seed: int = 0) -> Table:
-    """Build table `name` (one of TABLES) for `run_ids` (compare takes exactly two: A then B).
-    `bootstrap` replicates (0: none) and their `seed` decide the bootstrap intervals of summary/compare."""
-    if name == "summary":
-        return summary_table(source, run_ids, bootstrap=bootstrap, seed=seed)
-    if name == "questions":
-        return questions_table(source, run_ids)
-    if name == "attempts":
-        return attempts_table(source, run_ids)
-    if name == "passk":
-        return passk_table(source, run_ids)
-    if name == "hits":
-        return hits_table(source, run_ids)
-    if name == "mlp-scan":
-        return mlp_scan_table(source, run_ids)
-    if name in ("compare", "compare-questions"):
-        if len(run_ids) != 2:
-            raise ReachError(f"the {name} table needs two runs: --run A --run B")
-        comparison = compare_runs(source, run_ids[0], run_ids[1], allow_unmatched=allow_unmatched,
-                                  bootstrap=bootstrap, seed=seed)
-        return comparison.table if name == "compare" else comparison.questions_table()
-    raise ReachError(f"unknown table {name!r}; choose one of {', '.join(TABLES)}")

@@ -9,6 +9,7 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from reachtui.tables.registry import TABLE_SPECS
 from reachtui.tui.actions import ACTIONS
 
 Command = tuple[str, Callable[[], object], str]
@@ -41,13 +42,12 @@ def palette_commands(app) -> list[Command]:
         add(f"run: open run {r['id']} · {r['model']} · {r['task']} · {r['protocol_hash'][:8]} · {r['status']}",
             partial(app.open_run, r["id"]), f"browse run {r['id']} of this store")
     formats = {"csv": "CSV", "json": "JSON", "md": "Markdown", "latex": "LaTeX"}
-    for table, fmts, text in (("questions", ("csv", "json", "md", "latex"), "the table as filtered now"),
-                              ("summary", ("csv", "md", "latex"), "one row per probe, 95% intervals"),
-                              ("mlp-scan", ("csv", "md", "latex"), "the run's MLP scan"),
-                              ("passk", ("csv", "md"), "the budget curves beside their chance control")):
-        for fmt in fmts:
-            add(f"export: {table} as {formats[fmt]}", partial(app.export, table, fmt),
-                f"{text}, written as `reachtui export {table} --format {fmt}` writes it")
+    for table in TABLE_SPECS:         # the tables of one run the palette offers, from the tables' registry
+        for fmt in table.app_formats:
+            add(f"export: {table.name} as {formats[fmt]}", partial(app.export, table.name, fmt),
+                f"{table.help} (the questions as filtered now), written as `reachtui export {table.name} --format "
+                f"{fmt}` writes it" if table.name == "questions" else
+                f"{table.help}, written as `reachtui export {table.name} --format {fmt}` writes it")
     for tab, title, text in (("mlp", "MLP scan", "repair % and break % per layer"),
                              ("reach", "reachable@k", "the reach probes' curves beside their chance control"),
                              ("passk", "pass@k", "unbiased pass@k of the sampling probes")):
