@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from reachtui.errors import ReachError
+from reachtui.parsing import json_value, unreadable
 
 #: The most bytes a compressed file may inflate to (an lm-eval log of 1,319 questions x 64 samples is
 #: about 50 MB uncompressed), and the longest line of any file (decoded and parsed, a line takes about three
@@ -35,12 +36,8 @@ def read_bytes(path: Path, shown: str | None = None) -> bytes:
     shown = str(path) if shown is None else shown
     try:
         return path.read_bytes()
-    except FileNotFoundError:
-        raise ReachError(f"{shown}: no such file") from None
-    except IsADirectoryError:
-        raise ReachError(f"{shown}: is a folder, not a file") from None
     except OSError as exc:
-        raise ReachError(f"{shown}: cannot read: {exc.strerror or exc}") from None
+        raise unreadable(exc, shown) from None
 
 
 def _breaks(data: bytes) -> int:
@@ -105,12 +102,8 @@ def _read_chunks(path: Path, shown: str) -> Iterator[bytes]:
         with open(path, "rb") as fh:
             while chunk := fh.read(_CHUNK):
                 yield chunk
-    except FileNotFoundError:
-        raise ReachError(f"{shown}: no such file") from None
-    except IsADirectoryError:
-        raise ReachError(f"{shown}: is a folder, not a file") from None
     except OSError as exc:
-        raise ReachError(f"{shown}: cannot read: {exc.strerror or exc}") from None
+        raise unreadable(exc, shown) from None
 
 
 def _objects(lines: Iterable[tuple[int, bytes]], shown: str) -> Iterator[tuple[int, dict]]:
@@ -121,14 +114,7 @@ def _objects(lines: Iterable[tuple[int, bytes]], shown: str) -> Iterator[tuple[i
             raise ReachError(f"{shown}:{lineno}: not UTF-8 text") from None
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ReachError(f"{shown}:{lineno}: bad JSON: {exc.msg} (column {exc.colno})") from None
-        except ValueError as exc:       # Python's limit on the digits of an integer
-            raise ReachError(f"{shown}:{lineno}: a number is too long ({str(exc).split(':')[0]})") from None
-        except RecursionError:
-            raise ReachError(f"{shown}:{lineno}: the JSON is nested too deeply") from None
+        obj = json_value(line, f"{shown}:{lineno}")
         if not isinstance(obj, dict):
             raise ReachError(f"{shown}:{lineno}: expected a JSON object, not {type(obj).__name__}")
         if "\\u" in line and not _is_text(obj):
@@ -161,12 +147,8 @@ def _is_gzip(path: Path, shown: str) -> bool:
     try:
         with open(path, "rb") as fh:
             return fh.read(2) == b"\x1f\x8b"
-    except FileNotFoundError:
-        raise ReachError(f"{shown}: no such file") from None
-    except IsADirectoryError:
-        raise ReachError(f"{shown}: is a folder, not a file") from None
     except OSError as exc:
-        raise ReachError(f"{shown}: cannot read: {exc.strerror or exc}") from None
+        raise unreadable(exc, shown) from None
 
 
 def objects(path: Path, shown: str | None = None, *, gz: bool = True) -> Iterator[tuple[int, dict]]:

@@ -16,7 +16,6 @@ import hashlib
 import json
 import math
 import re
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -487,19 +486,9 @@ def _fewshot(raw: Any) -> tuple[tuple[str, str], ...]:
 def load_protocol_file(path) -> Protocol:
     """A protocol from TOML with `to_dict()`'s keys: top-level settings, `[route_sampler]`, `[mcts]`, `[control]`,
     `[[probes]]` tables, `fewshot = [["q", "a"], ...]` (or `[[fewshot]]` with question/answer)."""
-    p = Path(path).expanduser()
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ReachError(f"{path}: no such protocol file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ReachError(f"{path}: cannot read: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ReachError(f"{path}: not valid TOML: {exc}") from None
-    except ValueError as exc:            # Python's limit on the digits of an integer
-        raise ReachError(f"{path}: a number is too long ({str(exc).split(':')[0]})") from None
-    except RecursionError:
-        raise ReachError(f"{path}: the TOML is nested too deeply") from None
+    from reachtui.parsing import toml_file
+
+    data = toml_file(path, str(path), missing="no such protocol file")
     try:
         return Protocol.from_dict(data)
     except ReachError as exc:

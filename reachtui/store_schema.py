@@ -94,6 +94,17 @@ ATTEMPT_COLUMNS = (
     "mean_logprob", "new_tokens", "layers_executed", "compute",
 )
 
+#: The columns of a run every schema version has (version 5 rebuilt the table with AUTOINCREMENT ids and
+#: batch_size: `_SCHEMA_V5`).
+_RUN_COLUMNS = f"""model_id INTEGER NOT NULL REFERENCES models(id),
+    task_id INTEGER NOT NULL REFERENCES tasks(id),
+    protocol_json TEXT NOT NULL, protocol_hash TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'running' CHECK (status IN {RUN_STATUSES}),
+    source TEXT NOT NULL DEFAULT 'audit' CHECK (source IN {RUN_SOURCES}),
+    n_questions INTEGER NOT NULL DEFAULT 0, limit_n INTEGER,
+    created_at TEXT NOT NULL DEFAULT ({NOW}), updated_at TEXT NOT NULL DEFAULT ({NOW}), finished_at TEXT,
+    reachtui_version TEXT, torch_version TEXT, transformers_version TEXT, device TEXT, dtype TEXT, note TEXT"""
+
 _SCHEMA_V1 = f"""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE models (
@@ -108,14 +119,7 @@ CREATE TABLE questions (
     UNIQUE (task_id, qid));
 CREATE TABLE runs (
     id INTEGER PRIMARY KEY,
-    model_id INTEGER NOT NULL REFERENCES models(id),
-    task_id INTEGER NOT NULL REFERENCES tasks(id),
-    protocol_json TEXT NOT NULL, protocol_hash TEXT NOT NULL,
-    status TEXT NOT NULL DEFAULT 'running' CHECK (status IN {RUN_STATUSES}),
-    source TEXT NOT NULL DEFAULT 'audit' CHECK (source IN {RUN_SOURCES}),
-    n_questions INTEGER NOT NULL DEFAULT 0, limit_n INTEGER,
-    created_at TEXT NOT NULL DEFAULT ({NOW}), updated_at TEXT NOT NULL DEFAULT ({NOW}), finished_at TEXT,
-    reachtui_version TEXT, torch_version TEXT, transformers_version TEXT, device TEXT, dtype TEXT, note TEXT);
+    {_RUN_COLUMNS});
 CREATE INDEX runs_lookup ON runs (model_id, task_id, protocol_hash);
 CREATE TABLE run_questions (
     run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -204,14 +208,7 @@ CREATE TRIGGER attempts_deleted_outcomes AFTER DELETE ON attempts
 _SCHEMA_V5 = f"""
 CREATE TABLE runs_v5 (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
-    model_id INTEGER NOT NULL REFERENCES models(id),
-    task_id INTEGER NOT NULL REFERENCES tasks(id),
-    protocol_json TEXT NOT NULL, protocol_hash TEXT NOT NULL,
-    status TEXT NOT NULL DEFAULT 'running' CHECK (status IN {RUN_STATUSES}),
-    source TEXT NOT NULL DEFAULT 'audit' CHECK (source IN {RUN_SOURCES}),
-    n_questions INTEGER NOT NULL DEFAULT 0, limit_n INTEGER,
-    created_at TEXT NOT NULL DEFAULT ({NOW}), updated_at TEXT NOT NULL DEFAULT ({NOW}), finished_at TEXT,
-    reachtui_version TEXT, torch_version TEXT, transformers_version TEXT, device TEXT, dtype TEXT, note TEXT,
+    {_RUN_COLUMNS},
     batch_size INTEGER);
 INSERT INTO runs_v5 SELECT id, model_id, task_id, protocol_json, protocol_hash, status, source, n_questions, limit_n,
     created_at, updated_at, finished_at, reachtui_version, torch_version, transformers_version, device, dtype, note,

@@ -187,20 +187,9 @@ def check_browsable(path: Path, run_id: int | None, *, check: bool = True) -> bo
 
 def read_keymap(path: str) -> dict[str, str]:
     """`binding.id = "key"` lines (TOML); unknown ids are refused with the list of known ones."""
-    import tomllib
+    from reachtui.parsing import toml_file
 
-    try:
-        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ReachError(f"--keymap {path}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ReachError(f"--keymap {path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ReachError(f"--keymap {path}: not valid TOML: {exc}") from None
-    except ValueError as exc:            # Python's limit on the digits of an integer
-        raise ReachError(f"--keymap {path}: a number is too long ({str(exc).split(':')[0]})") from None
-    except RecursionError:
-        raise ReachError(f"--keymap {path}: the TOML is nested too deeply") from None
+    raw = toml_file(path, f"--keymap {path}")
     flat: dict[str, str] = {}
     from reachtui.tui.actions import binding_ids, canonical_keys, keymap_clash
 

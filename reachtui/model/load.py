@@ -21,6 +21,7 @@ from typing import Any
 
 from reachtui.assets import BUNDLED_MODELS
 from reachtui.errors import ReachError
+from reachtui.parsing import json_file
 
 _HF_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 DEVICES = "auto|cpu|cuda[:N]"
@@ -208,12 +209,7 @@ def config_position_limit(spec: str, allow_download: bool = False) -> int | None
 
 def read_config(path: Path) -> dict:
     """The model directory's config.json as a dict; ReachError (one line) when unreadable or not an object."""
-    try:
-        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ReachError(f"{path}/config.json cannot be read: {_one_line(exc)[:200]}") from None
-    except RecursionError:
-        raise ReachError(f"{path}/config.json cannot be read: it is nested too deeply") from None
+    config = json_file(path / "config.json", f"{path}/config.json cannot be read: {{why}}")
     if not isinstance(config, dict):
         raise ReachError(f"{path}/config.json is not a JSON object")
     return config
@@ -308,12 +304,7 @@ def check_device_map(device_map, device: str, offload_folder) -> str | dict | No
         if text.lower() in DEVICE_MAPS:
             device_map = text.lower()
         elif text.lower().endswith(".json") or Path(text).expanduser().exists():
-            try:
-                device_map = json.loads(Path(text).expanduser().read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                raise ReachError(f"device map file {text}: cannot be read ({_one_line(exc)[:200]})") from None
-            except RecursionError:
-                raise ReachError(f"device map file {text}: cannot be read (nested too deeply)") from None
+            device_map = json_file(Path(text).expanduser(), f"device map file {text}: cannot be read ({{why}})")
             if not isinstance(device_map, dict):
                 raise ReachError(f"device map file {text} must be a JSON object of module name -> device")
         else:

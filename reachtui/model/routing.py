@@ -396,27 +396,18 @@ def forward_last_logits(model, input_ids, attention_mask, position_ids, cache) -
     kwargs = {cache_argument(model): cache}
     if "logits_to_keep" in _forward_params(type(model)):
         kwargs["logits_to_keep"] = 1
-    out = model(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        position_ids=position_ids,
-        use_cache=True,
-        return_dict=True,
-        **kwargs,
-    )
-    return out.logits[:, -1, :]
+    return _logits(model, input_ids, attention_mask, position_ids, use_cache=True, **kwargs)[:, -1, :]
 
 
 def forward_full_logits(model, input_ids, attention_mask=None, position_ids=None) -> torch.Tensor:
     """A forward over the whole sequence without a cache; returns all logits [batch, seq, vocab]."""
-    out = model(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        position_ids=position_ids,
-        use_cache=False,
-        return_dict=True,
-    )
-    return out.logits
+    return _logits(model, input_ids, attention_mask, position_ids, use_cache=False)
+
+
+def _logits(model, input_ids, attention_mask, position_ids, **kwargs) -> torch.Tensor:
+    """The model's own forward (`return_dict`), its logits."""
+    return model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, return_dict=True,
+                 **kwargs).logits
 
 
 _DECODE_SDPA = "reachtui_decode_sdpa"
