@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import click
 
+from reachtui.commands.options import store_option
 from reachtui.commands.export import bootstrap_options, emit, keep_formulas_option, open_store, pick_format, store_path_of
 from reachtui.output import check_output
 from reachtui.errors import ReachError
@@ -15,8 +16,7 @@ from reachtui.errors import ReachError
 @click.command("compare")
 @click.argument("run_a", metavar="RUN_A")
 @click.argument("run_b", metavar="RUN_B")
-@click.option("--store", "store_path", metavar="PATH", default=None,
-              help="Audit store (default: $REACHTUI_STORE or ./store/reachtui.sqlite).")
+@store_option
 @click.option("--format", "-f", "fmt", default=None, metavar="FORMAT",
               help="table (default), md, latex: scores and transitions for people; csv, tsv, json, "
                    "ndjson: one wide row per probe.")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from reachtui.commands.options import store_option
 from reachtui.errors import ReachError
 from reachtui.output import check_output, write_output
 
@@ -141,8 +142,7 @@ class _TablesHelp(click.Command):
 @click.option("--run", "runs", multiple=True, metavar="ID",
               help="Run id, 'latest' (the default), a model name (its latest complete run), or 'all'. Repeat for "
                    "several runs; the compare table takes two (A, then B).")
-@click.option("--store", "store_path", metavar="PATH", default=None,
-              help="Audit store (default: $REACHTUI_STORE or ./store/reachtui.sqlite).")
+@store_option
 @click.option("--format", "-f", "fmt", default=None, metavar="FORMAT",
               help="csv, tsv, json, ndjson, md, latex or table (default: table on a terminal, else csv, "
                    "or from the -o file's suffix).")

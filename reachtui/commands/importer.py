@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import click
 
+from reachtui.commands.options import store_option
+
 
 @click.command("import")
 @click.argument("file", metavar="FILE")
@@ -19,8 +21,7 @@ import click
               help="jsonl (one attempt per line), lm-eval (a --log_samples file) or inspect (an Inspect AI "
                    "log; needs reachtui[inspect]); default: detected (.eval is inspect).")
 @click.option("--model", default=None, metavar="NAME", help="Model name for the run (default: the file's name).")
-@click.option("--store", "store_path", metavar="PATH", default=None,
-              help="Audit store (default: $REACHTUI_STORE or ./store/reachtui.sqlite).")
+@store_option
 @click.option("--answer-format", default=None, metavar="FMT",
               help="number, math, choice or exact (default: choice for multiple-choice tasks, else number).")
 @click.option("--filter", "filter_name", default=None, metavar="NAME",

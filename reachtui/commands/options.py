@@ -108,8 +108,9 @@ def task_option(*, default: str | None = None, note: str = ""):
                           "e.g. test for GSM8K's test.jsonl]."))
 
 
-store_option = click.option("--store", "store_path", type=click.Path(dir_okay=False), default=None,
-                            help="Audit database [default: $REACHTUI_STORE or ./store/reachtui.sqlite].")
+#: --store, the one declaration every command shares (the store itself says what is wrong with a path).
+store_option = click.option("--store", "store_path", metavar="PATH", default=None,
+                            help="Audit store [default: $REACHTUI_STORE or ./store/reachtui.sqlite].")
 
 batch_size_option = click.option(
     "--batch-size", type=int, default=None,

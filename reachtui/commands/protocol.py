@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import click
 
+from reachtui.commands.options import store_option
 from reachtui.errors import ReachError
 
 
 @click.command("protocol")
 @click.argument("run", default="latest", metavar="[RUN]")
-@click.option("--store", "store_path", metavar="PATH", default=None,
-              help="Audit store (default: $REACHTUI_STORE or ./store/reachtui.sqlite).")
+@store_option
 def protocol(run, store_path) -> None:
     """Print RUN's protocol (an id, latest, or a model name) as TOML: `reachtui audit ... --protocol
     FILE.toml` with it makes runs matched with RUN (the same protocol hash). Its second line gives the match

@@ -6,10 +6,11 @@ import json
 
 import click
 
+from reachtui.commands.options import store_option
+
 
 @click.command("runs")
-@click.option("--store", "store_path", type=click.Path(dir_okay=False), default=None,
-              help="Audit database [default: $REACHTUI_STORE or ./store/reachtui.sqlite].")
+@store_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON array of run objects on stdout.")
 def runs(store_path, as_json):
     """List the audit runs in the store: model, task, protocol hash, status, progress, and the match keys
