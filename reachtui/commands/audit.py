@@ -15,10 +15,10 @@ import time
 
 import click
 
-from reachtui.commands.options import (at_least_one, batch_size_option, mlp_scan_flag, model_access_options,
-                                       new_option, pick_mlp_scan, placement_options, protocol_of,
-                                       protocol_options, set_threads, store_option, task_option,
+from reachtui.commands.options import (batch_size_option, mlp_scan_flag, model_access_options, new_option,
+                                       placement_options, protocol_options, set_threads, store_option, task_option,
                                        threads_option)
+from reachtui.commands.preflight import audit_settings, loadable, placement
 from reachtui.engine.progress import DONE, FAILURE_SETS
 from reachtui.errors import ReachError
 
@@ -128,12 +128,9 @@ def audit(model, task_spec, task_name, probes, budget, temperature, seed, limit,
     from rich.console import Console
 
     from reachtui.engine.audit import check_given_run, completed_audit, holds_scan, run_audit
-    from reachtui.model.load import (check_layers, check_positions, check_weights, config_position_limit, model_name,
-                                     resolve_model)
+    from reachtui.model.load import model_name
     from reachtui.store import Store
-    from reachtui.tasks import check_gold, load_task
 
-    at_least_one(batch_size=batch_size, limit=limit)
     set_threads(threads)
     if run_id is not None and new_run:
         raise ReachError("--run and --new contradict each other")
@@ -146,15 +143,11 @@ def audit(model, task_spec, task_name, probes, budget, temperature, seed, limit,
         import_ray()
     elif workers is not None:
         raise ReachError("--workers needs --ray")
-    if device_map is not None or offload_folder is not None:   # before the store is touched
-        from reachtui.model.load import check_device_map
-
-        check_device_map(device_map, device, offload_folder)
-    protocol = protocol_of(protocol_file, probes=probes, budget=budget, temperature=temperature, seed=seed,
-                           max_new_tokens=max_new_tokens)
-    mlp_scan = pick_mlp_scan(mlp_scan, [p.name for p in protocol.probes], explicit=True)
-    task = load_task(task_spec, task_name)
-    check_gold(task, protocol.answer_format, protocol.choices)
+    placement(device, device_map, offload_folder)     # before the store is touched
+    settings = audit_settings(task_spec=task_spec, task_name=task_name, protocol_file=protocol_file, probes=probes,
+                              budget=budget, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
+                              limit=limit, batch_size=batch_size, mlp_scan=mlp_scan, explicit_scan=True)
+    protocol, task, mlp_scan = settings.protocol, settings.task, settings.mlp_scan
     store = Store(store_path)
     click.get_current_context().call_on_close(store.close)
     out = Console()
@@ -172,10 +165,8 @@ def audit(model, task_spec, task_name, probes, budget, temperature, seed, limit,
         return
     if done is not None:          # complete, but without the MLP scan asked for: add it to that run
         run_id = done
-    path = resolve_model(model, allow_download=allow_download)   # one line for a missing model, before loading
-    check_weights(path, model, allow_pickle)
-    check_layers(path, model, allow_missing_weights)
-    check_positions(config_position_limit(model, allow_download=allow_download), protocol.max_new_tokens)
+    loadable(model, protocol, allow_download=allow_download, allow_pickle=allow_pickle,
+             allow_missing_weights=allow_missing_weights)
 
     err = Console(stderr=True)
     t_load = time.monotonic()

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import click
 
-from reachtui.commands.options import (at_least_one, batch_size_option, mlp_scan_choice, model_access_options,
-                                       new_option, pick_mlp_scan, placement_options, protocol_of,
-                                       protocol_options, set_threads, store_option, task_option,
+from reachtui.commands.options import (batch_size_option, mlp_scan_choice, model_access_options, new_option,
+                                       placement_options, protocol_options, set_threads, store_option, task_option,
                                        threads_option)
+from reachtui.commands.preflight import audit_settings, loadable, placement
 from reachtui.errors import ReachError
 
 
@@ -99,10 +99,7 @@ def prepare(model, task_spec, task_name, store_path, run_id, probes, budget, tem
 
     set_threads(threads, interactive=True)   # torch loads later, in a worker: the environment is read then
     path = Path(store_path) if store_path else default_store_path()
-    if device_map is not None or offload_folder is not None:   # one line now, not a notification in the app
-        from reachtui.model.load import check_device_map
-
-        check_device_map(device_map, device, offload_folder)
+    placement(device, device_map, offload_folder)     # one line now, not a notification in the app
     launch_kw = dict(device=device, dtype=dtype, device_map=device_map, offload_folder=offload_folder,
                      trust_remote_code=trust_remote_code, allow_download=allow_download, allow_pickle=allow_pickle,
                      allow_missing_weights=allow_missing_weights)
@@ -124,20 +121,13 @@ def prepare(model, task_spec, task_name, store_path, run_id, probes, budget, tem
 
         return browse
 
-    from reachtui.tasks import check_gold, load_task
-
-    at_least_one(batch_size=batch_size, limit=limit)
-    protocol = protocol_of(protocol_file, probes=probes, budget=budget, temperature=temperature, seed=seed,
-                           max_new_tokens=max_new_tokens)
-    mlp_scan = pick_mlp_scan(mlp_scan, [p.name for p in protocol.probes], explicit=False)
-    task = load_task(task_spec, task_name)
-    check_gold(task, protocol.answer_format, protocol.choices)
-    from reachtui.model.load import check_layers, check_positions, check_weights, config_position_limit, resolve_model
-
+    settings = audit_settings(task_spec=task_spec, task_name=task_name, protocol_file=protocol_file, probes=probes,
+                              budget=budget, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
+                              limit=limit, batch_size=batch_size, mlp_scan=mlp_scan, explicit_scan=False)
+    protocol, task, mlp_scan = settings.protocol, settings.task, settings.mlp_scan
     # a missing model, pickled weights, a --max-new-tokens over its positions: one line now, not in the app
-    check_weights(resolve_model(model, allow_download=allow_download), model, allow_pickle)
-    check_layers(resolve_model(model, allow_download=allow_download), model, allow_missing_weights)
-    check_positions(config_position_limit(model, allow_download=allow_download), protocol.max_new_tokens)
+    loadable(model, protocol, allow_download=allow_download, allow_pickle=allow_pickle,
+             allow_missing_weights=allow_missing_weights)
     from reachtui.store import Store
 
     if path.is_file():            # a damaged store is one line now, not a notification in the app
