@@ -30,7 +30,6 @@ from reachtui.tui.messages import EngineProgress, LiveDone, ModelState, RowsLoad
 from reachtui.tui.palette import ReachCommands
 from reachtui.tui.screens.main import MainScreen
 from reachtui.tui.state import QRow
-from reachtui.tui.widgets.panes import LivePane, RunHeader
 
 START = time.perf_counter()
 RELOAD_EVERY_S = 0.5
@@ -244,12 +243,12 @@ class ReachApp(App[None]):
             self._show_rows(msg.run, msg.rows, msg.frozen)
             ev = msg.progress
             if ev is not None and self.audit_running and ev.run_id == msg.run.id:
-                self.main.query_one(RunHeader).progress(ev.done, ev.total, f"{ev.label} {ev.done}/{ev.total}")
+                self.main.show_progress(ev.done, ev.total, f"{ev.label} {ev.done}/{ev.total}")
 
     def _show_rows(self, run: RunInfo, rows: list[QRow], frozen: dict[str, dict[str, Any]]) -> None:
         new_run = self.run_info is None or self.run_info.id != run.id
         if frozen.keys() != self.frozen.keys():
-            self.main.members.clear()
+            self.main.forget_members()
         self.run_info, self.all_rows, self.frozen = run, rows, frozen
         self.main.show_run(new_run)
 
@@ -261,13 +260,12 @@ class ReachApp(App[None]):
     def action_intervals(self) -> None:
         """Toggle the header's honesty lines: per probe reachable, gap, retained, chance control and excess
         with 95% intervals, as the summary export writes them, and its notes on gap and retained."""
-        header = self.main.query_one(RunHeader)
-        if header.intervals_shown:
-            header.show_intervals(None)
+        if self.main.intervals_shown:
+            self.main.show_intervals(None)
         elif self.run_info is None:
             self.notify("no run is open", severity="warning")
         else:
-            header.show_intervals("computing intervals (bootstrap over questions) …")
+            self.main.show_intervals("computing intervals (bootstrap over questions) …")
             self._intervals_worker(self.run_info.id)
 
     @work(thread=True, exclusive=True, group="intervals", exit_on_error=False, name="intervals")
@@ -279,7 +277,7 @@ class ReachApp(App[None]):
             lines = header_lines(summary_table(store, [run_id]))     # the cells `reachtui export summary` writes
         text = "\n".join(lines) if lines else "no reachability probe in this run"
         if not get_current_worker().is_cancelled:
-            self.call_from_thread(self.main.query_one(RunHeader).show_intervals, f"95% intervals\n{text}")
+            self.call_from_thread(self.main.show_intervals, f"95% intervals\n{text}")
 
     # ---- the model --------------------------------------------------------------------------------
 
@@ -323,9 +321,7 @@ class ReachApp(App[None]):
     def _model_state(self, msg: ModelState) -> None:
         self.model_status = msg.text
         if msg.failed:
-            from reachtui.tui.widgets.layer_strip import LayerStrip
-
-            self.main.query_one(LayerStrip).problem = msg.text
+            self.main.model_problem(msg.text)
         iv = self.main.intervention
         if msg.num_layers and (iv is None or iv.num_layers != msg.num_layers):
             self.main.set_intervention(LayerEditor.identity(msg.num_layers))
@@ -361,7 +357,7 @@ class ReachApp(App[None]):
     @on(LiveDone)
     def _live_done(self, msg: LiveDone) -> None:
         self.last_live = msg.result
-        self.main.query_one(LivePane).result(msg.result)
+        self.main.show_live(msg.result)
 
     def apply_intervention(self, probe: str) -> None:
         """Apply the edited intervention to failure:<probe> and the realized set (an engine job), or, when the
@@ -402,12 +398,12 @@ class ReachApp(App[None]):
 
     def show_apply(self, info: dict[str, Any]) -> None:
         self.last_apply = info
-        self.main.query_one(LivePane).applied(info)
+        self.main.show_applied(info)
 
     def _start_audit(self) -> None:
         self.audit_running = True
         self.model_status = "loading for the audit …"    # one story at start-up: the header and the bar agree
-        self.main.query_one(RunHeader).progress(0, None, "loading the model …")
+        self.main.show_progress(0, None, "loading the model …")
         self._audit_worker()
 
     @work(thread=True, exclusive=True, group="audit", exit_on_error=False, name="audit")
@@ -440,11 +436,10 @@ class ReachApp(App[None]):
             if self.data is not None and (self.run_info is None or self.run_info.id != ev.run_id):
                 self._load_now(ev.run_id)
         watching = self.run_info is not None and self.run_info.id == self._audit_run_id
-        header = self.main.query_one(RunHeader)
         if ev.phase == DONE:
             self.audit_running = False
             self._audit_progress = None
-            header.progress(None, None)
+            self.main.show_progress(None, None)
             if watching:
                 self.reload(force=True)
             self.notify(f"the audit (run {ev.run_id}) finished: {ev.status}", title="audit")
@@ -513,10 +508,10 @@ class ReachApp(App[None]):
         self.notify(line, title=f"{worker.name} failed", severity="error", timeout=10)
         if worker.group == "audit":
             self.audit_running = False
-            self.main.query_one(RunHeader).progress(None, None)
+            self.main.show_progress(None, None)
             self.reload(force=True)
         if worker.group == "live":
-            self.main.query_one(LivePane).clear(f"live run failed: {line}")
+            self.main.live_failed(f"live run failed: {line}")
 
     async def action_quit(self) -> None:
         self._audit_cancel.set()

@@ -124,6 +124,37 @@ class MainScreen(Screen):
             status += f"  │ exported → {app.last_export}"
         self.query_one("#status", Static).update(status)
 
+    # ---- what the app shows on this screen (its workers' progress and results) ----------------------
+
+    def show_progress(self, done: int | None, total: int | None, text: str = "") -> None:
+        """The background audit's progress bar in the header (None, None: none)."""
+        self.query_one(RunHeader).progress(done, total, text)
+
+    @property
+    def intervals_shown(self) -> bool:
+        return self.query_one(RunHeader).intervals_shown
+
+    def show_intervals(self, text: str | None) -> None:
+        """The header's intervals lines (None: hidden)."""
+        self.query_one(RunHeader).show_intervals(text)
+
+    def show_live(self, result: dict[str, Any]) -> None:
+        self.query_one(LivePane).result(result)
+
+    def live_failed(self, line: str) -> None:
+        self.query_one(LivePane).clear(line)
+
+    def show_applied(self, info: dict[str, Any]) -> None:
+        self.query_one(LivePane).applied(info)
+
+    def model_problem(self, text: str) -> None:
+        """The model failed to load: said on the layer strip, where it stays."""
+        self.query_one(LayerStrip).problem = text
+
+    def forget_members(self) -> None:
+        """The frozen sets changed: their members are read again when shown."""
+        self.members.clear()
+
     # ---- filters and search -----------------------------------------------------------------------
 
     def set_filter(self, kind: str, probe: str | None = None) -> None:
