@@ -11,21 +11,15 @@ CHARS = string.digits + string.ascii_letters + " +-*=#.,:?!\n"
 
 def build(out: Path, layers: int = 6, seed: int = 0) -> Path:
     import torch
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from conftest import char_tokenizer
 
     out = Path(out)
     if (out / "config.json").is_file():
         return out
-    specials = ["<pad>", "<s>", "</s>", "<unk>"]
-    vocab = {t: i for i, t in enumerate(specials)}
-    for ch in CHARS:
-        vocab.setdefault(ch, len(vocab))
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
-    tok.decoder = decoders.Fuse()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<s>",
-                                        eos_token="</s>", unk_token="<unk>")
+    tokenizer = char_tokenizer(CHARS)
+    vocab = tokenizer.get_vocab()
     torch.manual_seed(seed)
     cfg = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import string
 
+import conftest
+
 VOCAB_CHARS = string.digits + string.ascii_letters + " +-*=#.,:?!\n"
 
 # (family, builder) pairs; each config: 4 layers, hidden 32, vocab ~100; sliding windows short (6) so
@@ -16,19 +18,7 @@ ARCHS = ["llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "gemma2
 
 
 def char_tokenizer():
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    specials = ["<pad>", "<s>", "</s>", "<unk>"]
-    vocab = {t: i for i, t in enumerate(specials)}
-    for ch in VOCAB_CHARS:
-        vocab.setdefault(ch, len(vocab))
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
-    tok.decoder = decoders.Fuse()
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok, pad_token="<pad>", bos_token="<s>", eos_token="</s>", unk_token="<unk>"
-    )
+    return conftest.char_tokenizer(VOCAB_CHARS)
 
 
 VOCAB = 4 + len(VOCAB_CHARS)  # 80 < 97: the model's vocab is a bit larger than the tokenizer's

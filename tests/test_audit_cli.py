@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import stored_audit
 from click.testing import CliRunner
 
 from fake_runner import FakeRunner, write_task
@@ -91,20 +92,8 @@ def _model_dir(tmp_path: Path) -> Path:
 
 
 def _attempts(path: Path):
-    con = sqlite3.connect(path)
-    try:
-        rows = con.execute(
-            "SELECT q.qid, probe, attempt, route, silenced, text, answer, rule, correct, "
-            "mean_logprob, new_tokens, layers_executed, compute FROM attempts a JOIN questions q ON q.id = a.question_id "
-            "ORDER BY q.qid, probe, attempt").fetchall()
-        sets = con.execute("SELECT f.name, group_concat(q.qid) FROM failure_sets f "
-                           "LEFT JOIN failure_set_members m ON m.set_id = f.id LEFT JOIN questions q ON q.id = m.question_id "
-                           "GROUP BY f.name ORDER BY f.name").fetchall()
-        scan = con.execute("SELECT layer, failure_n, repaired, realized_n, broken FROM mlp_scan ORDER BY layer").fetchall()
-        status = con.execute("SELECT status FROM runs").fetchall()
-    finally:
-        con.close()
-    return rows, sets, scan, status
+    audit = stored_audit(path)
+    return audit["rows"], audit["sets"], audit["scan"], audit["status"]
 
 
 def _count(path: Path) -> int:

@@ -690,12 +690,8 @@ def test_the_attempts_of_a_store_holding_only_imported_runs_export(env, tmp_path
 
 def test_a_run_whose_protocol_cannot_be_read_is_named_by_its_id(env, tmp_path, capsys):
     """Before: "run None: its stored protocol cannot be read"."""
-    path = tmp_path / "s.sqlite"
-    shutil.copy(env["good.sqlite"], path)
-    con = sqlite3.connect(path)
-    con.execute("UPDATE runs SET protocol_json = '{\"seed\": ' WHERE id = 2")
-    con.commit()
-    con.close()
+    path = _edited(Path(env["good.sqlite"]).parent, "unreadable_protocol.sqlite",
+                   "UPDATE runs SET protocol_json = '{\"seed\": ' WHERE id = 2")
     code, _, err = run_cli(["export", "attempts", "--store", str(path), "--run", "2"], capsys)
     assert code == 2 and err.startswith("error: run 2: its stored protocol cannot be read"), err
     code, out, err = run_cli(["runs", "--store", str(path), "--json"], capsys)
@@ -876,12 +872,7 @@ def test_the_terminal_gets_no_escape_sequence_and_no_markup(nasty, capsys):
 
 
 def test_an_id_with_a_newline_in_an_older_store_is_listed_as_one_line(env, tmp_path, capsys):
-    path = tmp_path / "s.sqlite"
-    shutil.copy(env["good.sqlite"], path)
-    con = sqlite3.connect(path)
-    con.execute("UPDATE questions SET qid = 'q\nX' WHERE qid = 'q001'")
-    con.commit()
-    con.close()
+    path = _edited(Path(env["good.sqlite"]).parent, "newline_id.sqlite", "UPDATE questions SET qid = 'q\nX' WHERE qid = 'q001'")
     code, out, err = run_cli(["compare", "1", "2", "--store", str(path), "--allow-unmatched", "--list",
                               "realized:kept"], capsys)
     assert code == 0, err

@@ -3,6 +3,7 @@
 import subprocess
 import sys
 
+from conftest import fresh_python
 from reachtui import __version__
 
 
@@ -38,9 +39,7 @@ def test_heavy_libraries_are_not_imported_by_import_or_help():
         "bad = [m for m in ('torch', 'transformers', 'textual', 'ray') if m in sys.modules]\n"
         "print(','.join(bad))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == ""
+    assert fresh_python(code) == ""
 
 
 def test_audit_and_open_list_every_shared_option_with_its_help():

@@ -12,6 +12,7 @@ import json
 import sys
 
 import pytest
+from conftest import run_main
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("accelerate")
@@ -242,42 +243,26 @@ def test_without_accelerate_one_line(saved, monkeypatch):
     assert "needs accelerate" in str(err.value) and "reachtui[gpu]" in str(err.value)
 
 
-def _run(args):
-    import io
-    from contextlib import redirect_stderr, redirect_stdout
-
-    from reachtui.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            main(list(args))
-        except SystemExit as exc:
-            code = exc.code or 0
-    return code, out.getvalue(), err.getvalue()
-
-
 def test_generate_cli_with_device_map(saved, tmp_path, monkeypatch):
     root, dirs = saved
     path = str(dirs["llama"])
     args = ["generate", path, "What is 3*4?", "--json", "--max-new-tokens", "6", "--route", "0,1,1,2,2,3"]
-    code, plain, err = _run(args + ["--device", "cpu"])
+    code, plain, err = run_main(args + ["--device", "cpu"])
     assert code == 0, err
-    code, mapped, err = _run(args + ["--device-map", str(root / "llama.json"), "--offload-folder",
+    code, mapped, err = run_main(args + ["--device-map", str(root / "llama.json"), "--offload-folder",
                                      str(tmp_path / "off")])
     assert code == 0, err
     assert json.loads(mapped) == json.loads(plain)
-    code, _, err = _run(args + ["--device-map", "sideways"])
+    code, _, err = run_main(args + ["--device-map", "sideways"])
     assert code == 2 and err.startswith("error: unknown device map 'sideways'") and err.count("\n") == 1
     monkeypatch.setitem(sys.modules, "accelerate", None)
-    code, _, err = _run(args + ["--device-map", "auto"])
+    code, _, err = run_main(args + ["--device-map", "auto"])
     assert code == 2 and "needs accelerate" in err and err.count("\n") == 1 and "Traceback" not in err
     # audit and open refuse the same way, before any model, store or app work
     for cmd in (["audit", path, "--task", "demo", "--store", str(tmp_path / "s.sqlite")],
                 ["open", path, "--store", str(tmp_path / "s.sqlite")]):
-        code, _, err = _run(cmd + ["--device-map", "auto"])
+        code, _, err = run_main(cmd + ["--device-map", "auto"])
         assert code == 2 and "needs accelerate" in err and err.count("\n") == 1, (cmd, err)
-        code, _, err = _run(cmd + ["--device-map", "auto", "--device", "cpu"])
+        code, _, err = run_main(cmd + ["--device-map", "auto", "--device", "cpu"])
         assert code == 2 and "give one" in err and err.count("\n") == 1, (cmd, err)
     assert not (tmp_path / "s.sqlite").exists()

@@ -18,6 +18,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import stored_audit
 
 from fake_runner import FakeRunner, write_task
 from reachtui.assets import DEMO_MODEL_DIR
@@ -34,19 +35,8 @@ FULL = "database or disk is full"
 
 def attempts(path: Path):
     """What a run is made of, without ids and timestamps: its attempts, frozen sets and status."""
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        rows = con.execute(
-            "SELECT q.qid, probe, attempt, route, silenced, text, answer, rule, correct, "
-            "mean_logprob, new_tokens, layers_executed, compute FROM attempts a JOIN questions q "
-            "ON q.id = a.question_id ORDER BY q.qid, probe, attempt").fetchall()
-        sets = con.execute("SELECT f.name, group_concat(q.qid) FROM failure_sets f LEFT JOIN failure_set_members m "
-                           "ON m.set_id = f.id LEFT JOIN questions q ON q.id = m.question_id GROUP BY f.name "
-                           "ORDER BY f.name").fetchall()
-        status = con.execute("SELECT status FROM runs ORDER BY id").fetchall()
-    finally:
-        con.close()
-    return rows, sets, status
+    audit = stored_audit(path)
+    return audit["rows"], audit["sets"], audit["status"]
 
 
 class FailingCommits:

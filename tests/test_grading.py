@@ -6,6 +6,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import fresh_python
 
 from reachtui.grading import Grade, equivalent, extract_answer, grade, normalize_number
 from reachtui.tasks import load_task
@@ -104,9 +105,7 @@ def test_number_format_never_touches_sympy():
         "assert not grade('x', '\\\\sqrt{2}').correct\n"
         "print(sorted(m for m in ('sympy', 'math_verify', 'torch') if m in sys.modules))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    assert fresh_python(code) == "[]"
 
 
 def test_math_verify_works_in_worker_threads():
@@ -190,6 +189,4 @@ def test_number_grades_start_no_worker_process():
         "grading.grade('\\\\boxed{0.5}', '1/2', 'math')\n"
         "print(grading._WORKER)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "None"
+    assert fresh_python(code) == "None"

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import run_main
 
 from reachtui.errors import ReachError
 from reachtui.model import load as load_mod
@@ -164,33 +165,16 @@ def test_cuda_unavailable_is_one_line(tiny_dirs):
 
 # ------------------------------------------------------------------------------------------ CLI
 
-def _run(args):
-    """reachtui.cli.main in-process: (exit status, stdout, stderr)."""
-    import io
-    from contextlib import redirect_stderr, redirect_stdout
-
-    from reachtui.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            main(list(args))
-        except SystemExit as exc:
-            code = exc.code or 0
-    return code, out.getvalue(), err.getvalue()
-
-
 def test_generate_json(tiny_dirs):
     path = str(tiny_dirs["good"])
-    code, out, err = _run(["generate", path, "12+7=", "--json", "--max-new-tokens", "6", "--device", "cpu", "--raw"])
+    code, out, err = run_main(["generate", path, "12+7=", "--json", "--max-new-tokens", "6", "--device", "cpu", "--raw"])
     assert code == 0, err
     obj = json.loads(out)
     for key in ("text", "answer", "route", "silenced", "layers_executed", "new_tokens", "mean_logprob", "compute"):
         assert key in obj
     assert obj["route"] == "0-3" and obj["silenced"] == [] and obj["layers_executed"] == 4
     assert 1 <= obj["new_tokens"] <= 6
-    code, out2, _ = _run(["generate", path, "12+7=", "--json", "--max-new-tokens", "6", "--route", "0,1,1,3",
+    code, out2, _ = run_main(["generate", path, "12+7=", "--json", "--max-new-tokens", "6", "--route", "0,1,1,3",
                           "--silence", "2", "--temperature", "0.8", "--seed", "3", "--device", "cpu", "--raw"])
     obj2 = json.loads(out2)
     assert obj2["route"] == "0-1,1,3" and obj2["silenced"] == [2] and obj2["layers_executed"] == 4
@@ -206,7 +190,7 @@ def test_generate_renders_the_protocol_s_prompt_as_the_app_does(tiny_dirs, tmp_p
     from reachtui.protocol import Protocol, protocol_to_toml
 
     path = str(tiny_dirs["good"])
-    code, out, err = _run(["generate", path, "What is 3*4?", "--json", "--device", "cpu"])
+    code, out, err = run_main(["generate", path, "What is 3*4?", "--json", "--device", "cpu"])
     assert code == 0, err
     obj = json.loads(out)
     assert obj["prompt"] == "Question: What is 3*4?\nAnswer:"
@@ -215,7 +199,7 @@ def test_generate_renders_the_protocol_s_prompt_as_the_app_does(tiny_dirs, tmp_p
     assert (obj["text"], obj["new_tokens"]) == (live.text, live.new_tokens)
     proto = Protocol(template="Q: {question}\nA:", max_new_tokens=5, stop=("4",))
     (tmp_path / "p.toml").write_text(protocol_to_toml(proto))
-    code, out, err = _run(["generate", path, "What is 3*4?", "--json", "--device", "cpu", "--protocol",
+    code, out, err = run_main(["generate", path, "What is 3*4?", "--json", "--device", "cpu", "--protocol",
                            str(tmp_path / "p.toml")])
     obj = json.loads(out)
     live = live_run(runner, proto, {"question": "What is 3*4?", "gold": "12"})
@@ -229,7 +213,7 @@ def test_generate_plain_matches_runner(tiny_dirs):
     from reachtui.model.run import Runner
 
     path = str(tiny_dirs["good"])
-    code, out, err = _run(["generate", path, "What is 3*4?", "--max-new-tokens", "5", "--route", "0-1,1-3",
+    code, out, err = run_main(["generate", path, "What is 3*4?", "--max-new-tokens", "5", "--route", "0-1,1-3",
                            "--device", "cpu", "--raw"])
     assert code == 0, err
     lines = out.split("\n")
@@ -253,7 +237,7 @@ def test_generate_plain_matches_runner(tiny_dirs):
 )
 def test_generate_bad_input_is_one_line_exit_2(tiny_dirs, args, fragment):
     args = [a.format(**{k: str(v) for k, v in tiny_dirs.items()}) for a in args]
-    code, out, err = _run(args + ["--device", "cpu"])
+    code, out, err = run_main(args + ["--device", "cpu"])
     assert code == 2
     assert err.startswith("error: ") and fragment in err
     assert err.count("\n") == 1 and "Traceback" not in err

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from dataclasses import dataclass
 
 import pytest
+from conftest import Q, T
 
 from reachtui.errors import ReachError
 from reachtui.store import Store, default_store_path
@@ -15,20 +15,6 @@ from reachtui.store_queries import fts_query
 import reference  # noqa: E402
 
 
-@dataclass(frozen=True)
-class Q:
-    id: str
-    question: str
-    answer: str
-    solution: str | None = None
-
-
-@dataclass(frozen=True)
-class T:
-    name: str
-    path: str
-    sha256: str
-    questions: tuple
 
 
 TASK = T("toy", "/tmp/toy.jsonl", "a" * 64, (

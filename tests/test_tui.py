@@ -13,6 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from conftest import settle
 
 from reachtui.store import Store
 from reachtui.generation import Generation
@@ -47,19 +48,6 @@ def store_ids(path: Path, run_id: int) -> dict[str, list[str]]:
             "ORDER BY q.idx", (run_id,)).fetchall()
         out["unreachable"] = [r[0] for r in rows]
     return out
-
-
-async def settle(app: ReachApp, pilot, delay: float = 0.0) -> None:
-    """Wait for every worker (a superseded, cancelled one included), then for their messages."""
-    from textual.worker import WorkerCancelled, WorkerFailed
-
-    for _ in range(3):
-        for w in list(app.workers):
-            try:
-                await w.wait()
-            except (WorkerCancelled, WorkerFailed):
-                pass
-        await pilot.pause(delay)
 
 
 async def until(pilot, condition, timeout: float = 10.0) -> None:

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import settle
 from click.testing import CliRunner
 
 from reachtui.assets import DEMO_MODEL_DIR
@@ -67,18 +68,6 @@ def audited(tmp_path_factory, runner, protocol):
     return path, result.run_id, scan, fs
 
 
-async def _settle(app, pilot, delay: float = 0.0) -> None:
-    from textual.worker import WorkerCancelled, WorkerFailed
-
-    for _ in range(3):
-        for w in list(app.workers):
-            try:
-                await w.wait()
-            except (WorkerCancelled, WorkerFailed):
-                pass
-        await pilot.pause(delay)
-
-
 def _generate(question: str, *args: str) -> dict:
     from reachtui.cli import cli
 
@@ -104,7 +93,7 @@ async def test_live_edit_equals_reachtui_generate(audited, runner):
         for _ in range(best):
             await pilot.press("right_square_bracket")
         await pilot.press("m", "enter")
-        await _settle(app, pilot)
+        await settle(app, pilot)
         live = app.last_live
         assert live["silenced"] == str(best) and live["route"] == f"0-{runner.num_layers - 1}"
         ref = _generate(question, "--silence", str(best))
@@ -116,7 +105,7 @@ async def test_live_edit_equals_reachtui_generate(audited, runner):
         app.screen.query_one("#route-input").value = route
         await pilot.pause()
         await pilot.press("enter", "enter")
-        await _settle(app, pilot)
+        await settle(app, pilot)
         live = app.last_live
         assert live["route"] == route
         ref = _generate(question, "--route", route, "--silence", str(best))
@@ -142,7 +131,7 @@ async def test_apply_to_failure_set_equals_the_mlp_scan(audited, runner):
             for _ in range(app.query_one("#layers").position - layer):
                 await pilot.press("left_square_bracket")
             await pilot.press("m", "A")
-            await _settle(app, pilot)
+            await settle(app, pilot)
             a = app.last_apply
             row = scan[layer]
             assert a["status"] == "complete"
@@ -167,7 +156,7 @@ async def test_open_model_runs_the_audit_and_fills_the_table(tmp_path, runner, p
     app = ReachApp(path, launch=Launch(model=MODEL, audit_job=job))
     app.runner = runner
     async with app.run_test(size=SIZE) as pilot:
-        await _settle(app, pilot, 0.6)
+        await settle(app, pilot, 0.6)
         assert app.run_info is not None and len(app.table.rows) == 8
         assert all(r.realized is not None for r in app.table.rows)
         assert app.run_info.status == "complete"

@@ -17,30 +17,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from conftest import Q, T  # noqa: E402
 from reachtui.store import Store  # noqa: E402
 
 WORDS = "apples pages train hours km buys reads more total each left how many what is plus minus".split()
-
-
-@dataclass(frozen=True)
-class Q:
-    id: str
-    question: str
-    answer: str
-    solution: str | None = None
-
-
-@dataclass(frozen=True)
-class T:
-    name: str
-    path: str
-    sha256: str
-    questions: tuple
 
 
 def timed(label: str, fn, repeat: int = 3):
