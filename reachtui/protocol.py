@@ -18,7 +18,6 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
-from pathlib import Path
 from typing import Any
 
 from reachtui.errors import ReachError

@@ -1,7 +1,5 @@
 """The one grader: extraction rules in order, exact number normalisation, math-verify for the rest."""
 
-import subprocess
-import sys
 import threading
 from pathlib import Path
 

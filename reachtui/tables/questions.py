@@ -5,7 +5,6 @@ probe reachable, first hit, hits, distinct answers and the chance control) and t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from reachtui.probes import registry
 from reachtui.tables.source import column_suffix, controls, run_probes, runs_label
