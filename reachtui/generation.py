@@ -10,11 +10,20 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from reachtui.intervention import Intervention
+if TYPE_CHECKING:
+    from reachtui.intervention import Intervention
 
-__all__ = ["SAMPLER_VERSION", "SAMPLERS", "Decoding", "Generation", "Intervention", "Runner", "CallPool"]
+
+def __getattr__(name: str):
+    """`reachtui.generation.Intervention` is `reachtui.intervention.Intervention` (imported when first asked
+    for: the protocol reads this module's sampler versions on the app's first paint)."""
+    if name == "Intervention":
+        from reachtui.intervention import Intervention
+
+        return Intervention
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 #: The sampler new runs draw with (recorded in the protocol, so a run never matches one drawn otherwise).

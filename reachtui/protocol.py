@@ -23,7 +23,6 @@ from typing import Any
 from reachtui.errors import ReachError
 from reachtui.generation import SAMPLER_VERSION, SAMPLERS
 from reachtui.grading import FORMATS
-from reachtui.intervention import stream_of
 from reachtui.probes import registry
 from reachtui.seeds import seed_deriver
 
@@ -375,6 +374,8 @@ class Protocol:
         """`(probe, route, silenced, task index, attempt) -> seed` of a sampled attempt (stored route and
         silenced text): the seed the engine gave it (`reachtui.seeds.attempt_seed` in the probe's seed
         stream), recomputed for an export. Caches one deriver per stream."""
+        from reachtui.intervention import stream_of
+
         derivers: dict[tuple, Any] = {}
 
         def seed(probe: str, route: str | None, silenced: str | None, task_index: int, attempt: int) -> int:
