@@ -72,7 +72,7 @@ def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec, k
             click.echo(listed.title, err=True)
             probes = {p for _m, p, _q in listed.rows}
             for _m, p, q in listed.rows:     # one id per line: a control character in one is shown, not run
-                click.echo(f"{p}\t{F.shown(q)}" if len(probes) > 1 else F.shown(q))
+                click.echo(f"{p}\t{F.shown(q, one_line=True)}" if len(probes) > 1 else F.shown(q, one_line=True))
             return
         emit([listed], fmt, output, store_path_of(store_path), formulas=keep_formulas)
         return
