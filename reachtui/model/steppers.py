@@ -39,7 +39,7 @@ class GrowingStepper:
         self.eager += 1
         self.mask[:, self.n] = 1
         self.n += 1
-        self.positions = self.positions + 1
+        self.positions.add_(1)
         return routing.forward_last_logits(self.model, tokens[:, None], self.mask[:, : self.n], self.positions,
                                            self.cache)
 

@@ -1,15 +1,33 @@
-"""One-shot GPU check of the engine, by hand (never collected as a test). On a lent GPU machine:
+"""One-shot GPU check of the engine, by hand (never collected as a test). On a lent GPU machine, as one
+command (a folder `.gpu-wheels` carried to the device, holding reachtui's own wheel and the wheels the image
+lacks; a copy of ../shared/data/gsm8k/test.jsonl carried in `.gpu-data`; the script copied outside the
+checkout, so that the installed reachtui is imported):
 
-    PYTHONPATH=. python3 tests/bench/gpu_check.py --wheels .gpu-wheels --out $OUT
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu-wheels/*.whl
+    cp tests/bench/gpu_check.py /tmp/ && PYTHONPATH=/tmp/site python3 /tmp/gpu_check.py \
+        --gsm8k .gpu-data/gsm8k.jsonl --out $OUT
 
-and on a CPU, end to end at tiny sizes (what tests/test_gpu_check.py runs):
+Make `.gpu-wheels` here with `pip wheel --no-deps --no-build-isolation -w .gpu-wheels .` and
+`pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --platform
+manylinux_2_17_x86_64 -d .gpu-wheels sqlite-utils sqlite-fts4 click-default-group platformdirs math-verify
+latex2sympy2_extended antlr4-python3-runtime==4.13.2` (with the versions of pyproject.toml). On a CPU, end
+to end at tiny sizes (what tests/test_gpu_check.py runs):
 
     python tests/bench/gpu_check.py --smoke --device cpu [--out DIR]
 
 Nothing is downloaded. A ~0.5B-class Qwen2 (Qwen2.5-0.5B's shape: 24 layers, hidden 896, vocab 151936) is
-built from a config with random weights, in bf16 on the device, with a word-level tokenizer of one token per
-id (prompts are random token ids). It measures and prints, one plain line per figure:
+built from a config with random weights, in bf16 on the device, with a word-level tokenizer. Sections, one
+plain line per figure (`--only`/`--skip` pick them; a section that would start after `--time-limit` seconds
+is skipped and said so, so that the whole runs in about 6 minutes):
 
+6. exact: captured decoding steps against eager ones, a growing cache, full recomputation and the model's
+   own generate (float32 on the device); a mixture-of-experts model falls back to eager steps, said once;
+7. live: a live run as the app makes one on a 7B shape (Qwen2.5-7B's config): one question, an edited
+   route, 48 new tokens; each call's time, captured and eager;
+8. gsm8k: the GSM8K test questions (`--gsm8k`, else synthetic prompts of their length), 256 new tokens:
+   realized, routes K = 32 and sample K = 32 through the audit engine (each probe stopped after
+   `--probe-limit` seconds, its rate then projecting the whole phase), the model's own generate on the same
+   prompts in one batch, attempts/s, new tokens/s, the GPU's utilization (nvidia-smi) and the roofline;
 1. identity route: `Runner.generate` vs the model's own `model.generate` (greedy, the same prompts in the
    same batches, the same max_new_tokens): time ratio (target <= 1.15) and whether the tokens agree;
 2. routes (a layer skipped, a layer repeated, a block repeated) vs the identity route: time ratio, with
@@ -21,16 +39,10 @@ id (prompts are random token ids). It measures and prints, one plain line per fi
    tensor holds the rest, so the check takes seconds, not minutes) halves until it fits, and completes;
 5. the demo model's audit (realized, sample, routes; `--limit`, budget `--budget`) on the device in
    float32 and on the CPU, into two temporary stores: agreement of greedy attempts (realized, routes:
-   identical text), of sampled attempts (CUDA and CPU random generators differ, so these are not expected
-   to agree; their realized/reachable rates are), and the realized/reachable numbers of each.
+   identical text), of sampled attempts, and the realized/reachable numbers of each.
 
-Section 5 writes audit stores, which needs sqlite-utils (the GPU image lacks it): `--wheels DIR` puts every
-pure-Python wheel in DIR on sys.path. Make DIR here with
-
-    pip download --no-deps -d .gpu-wheels sqlite-utils==4.2.1 sqlite-fts4 pluggy python-dateutil six
-
-and carry it to the device (`run(..., carry=[".gpu-wheels"])`). Without it, section 5 is skipped with a
-line that says so. Every figure also goes to DIR/gpu_check.json with `--out DIR`.
+Every figure also goes to DIR/gpu_check.json with `--out DIR` (written after each section).
+`tests/bench/gpu_results_h200.md` keeps what it printed on an H200.
 """
 
 from __future__ import annotations
@@ -813,10 +825,10 @@ def main() -> int:
     ap.add_argument("--audit-side-limit", type=float, default=150.0,
                     help="seconds: each side of the demo audit stops (cancelled, compared as far as it got) after this")
     ap.add_argument("--gsm8k", default=None, help="a copy of ../shared/data/gsm8k/test.jsonl (else synthetic prompts)")
-    ap.add_argument("--probe-limit", type=float, default=150.0,
+    ap.add_argument("--probe-limit", type=float, default=90.0,
                     help="seconds: each GSM8K probe audit stops after this (its rate projects the whole)")
     ap.add_argument("--only", default="", help="comma list: run only these sections")
-    ap.add_argument("--time-limit", type=float, default=360.0,
+    ap.add_argument("--time-limit", type=float, default=300.0,
                     help="seconds: sections that would start after this are skipped (said so); the demo audit "
                          "stops 120 s after it at the latest")
     args = ap.parse_args()
