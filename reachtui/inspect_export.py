@@ -118,12 +118,12 @@ def _score(scorer, row: dict[str, Any], name: str) -> Any:
 
 
 def _summary_numbers(store, run_id: int, probe: str) -> dict[str, Any]:
-    """The summary table's row for `probe` (realized, reachable, control, excess, n), as `export summary`."""
+    """The summary table's row for `probe` (realized, reachable, control, excess), as `export summary` writes
+    them (no bootstrap: none of these four has a bootstrap interval)."""
     from reachtui import tables as T
 
-    rows = T.summary_table(store, [run_id]).dicts()
-    row = next((r for r in rows if r["probe"] == probe), rows[0] if rows else {})
-    return row
+    rows = T.summary_table(store, [run_id], bootstrap=0).dicts()
+    return next((r for r in rows if r["probe"] == probe), rows[0] if rows else {})
 
 
 def _metric(log_mod, name: str, value: Any):

@@ -33,7 +33,7 @@ def figure_format(output: str, fmt: str | None) -> str:
 
 @click.command("plot")
 @click.argument("kind", metavar="KIND")
-@click.argument("runs", nargs=-1, metavar="RUN...")
+@click.argument("runs", nargs=-1, metavar="[RUN]...")
 @click.option("-o", "--output", required=True, metavar="FILE", help="The figure: FILE.pdf, FILE.png or FILE.svg "
                                                                   "(written atomically).")
 @click.option("--store", "store_path", metavar="PATH", default=None,
@@ -50,8 +50,8 @@ def figure_format(output: str, fmt: str | None) -> str:
 def plot(kind, runs, output, store_path, probes, fmt, dpi, allow_unmatched, bootstrap, bootstrap_seed) -> None:
     """Draw a figure of RUN(s) into FILE (pdf, png, svg): KIND is passk (pass@k with its chance control and
     95% intervals), reach (reachable@k per probe beside chance and the realized level), mlp-scan (repair and
-    break rate per silenced MLP block) or compare RUN_A RUN_B (both runs' curves and Δ = B − A with paired-
-    bootstrap intervals). Runs are ids, 'latest' (the default) or model names.
+    break rate per silenced MLP block) or compare RUN_A RUN_B (both runs' curves and Δ = B − A with
+    paired-bootstrap intervals). Runs are ids, 'latest' (the default) or model names.
 
     The plotted numbers are the numbers `reachtui export passk|summary|mlp-scan|compare` writes for the same
     runs; the file carries them as JSON (PDF Subject, SVG dc:description, PNG text chunk reachtui:data), and
