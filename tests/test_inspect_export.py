@@ -210,3 +210,23 @@ def test_exporting_a_log_imports_no_torch(audit):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
     assert (root / "mods.eval").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_a_demo_model_audit_comes_back_with_the_same_numbers(tmp_path):
+    """The real thing: the bundled demo model audited (torch), its log written by inspect_ai, re-imported
+    with the audit's protocol: every summary number equal, log-prob selection included, compare matched."""
+    store = tmp_path / "demo.sqlite"
+    invoke("audit", "demo", "--task", "demo", "--limit", "6", "--probes", "realized,sample", "--budget", "4",
+           "--threads", "1", "--store", str(store))
+    out = tmp_path / "demo.eval"
+    invoke("export", "inspect", "demo", "-o", str(out), "--store", str(store))
+    proto = tmp_path / "p.toml"
+    proto.write_text(invoke("protocol", "demo", "--store", str(store)).stdout)
+    again = run_of(invoke("import", str(out), "--task", "demo", "--protocol", str(proto), "--model", "demo-again",
+                          "--store", str(store)).stdout)
+    before, after = export_json(store, "summary", 1), export_json(store, "summary", again)
+    assert _numbers(after) == _numbers(before)
+    assert before[0]["blind_logprob"] is not None
+    assert _numbers(export_json(store, "passk", again), ("run",)) == _numbers(export_json(store, "passk", 1), ("run",))
+    assert export_json(store, "compare", 1, again)[0]["matched"] is True
