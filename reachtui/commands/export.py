@@ -276,7 +276,6 @@ def export(table_name, run_args, runs, store_path, fmt, as_csv, as_tsv, as_json,
     emit([table], fmt, output, store_path_of(store_path), **style)
 
 
-
 def _export_inspect(runs: tuple[str, ...], store_path: str | None, output: str | None, probe: str | None) -> None:
     """One run (RUN or --run; the latest by default) written as an Inspect log to -o FILE.eval / FILE.json."""
     from reachtui import tables as T
