@@ -3,7 +3,10 @@ at module level or inside a function, must respect where its library may be used
 
 - torch, transformers, accelerate, safetensors, tokenizers: only in reachtui/model/ (the model room);
 - textual, textual_plotext, textual_serve, plotext: only in reachtui/tui/ (the app);
-- ray: only in reachtui/cluster.py.
+- ray: only in reachtui/cluster.py;
+- the optional extras of what goes out (issue 28): matplotlib only in reachtui/plots.py, pyarrow only in
+  reachtui/tables/parquet.py, pandas only in reachtui/api.py, inspect_ai only in the Inspect log's reader
+  and writer (engine/inspect_log.py, inspect_export.py).
 
 And the probe names are written in one module: the registry (`reachtui/probes/registry.py`)."""
 
@@ -20,7 +23,11 @@ ALLOWED = {
     "tokenizers": "model/", "trl": "model/", "datasets": "model/",
     "textual": "tui/", "textual_plotext": "tui/", "plotext": "tui/", "textual_serve": "tui/",
     "ray": "cluster.py",
+    "matplotlib": "plots.py", "pyarrow": "tables/parquet.py", "pandas": "api.py",
+    "inspect_ai": ("engine/inspect_log.py", "inspect_export.py"),
 }
+#: Modules that read the store only through its public reads and the tables: no SQL of their own.
+NO_SQL = ("plots.py", "commands/plot.py", "api.py", "inspect_export.py", "tables/parquet.py")
 PROBE_NAMES = {"realized", "sample", "routes", "mcts", "mcts-blind"}
 REGISTRY = "probes/registry.py"
 #: Strings equal to a probe name that mean something else (a protocol table, a table column, a filter).
@@ -51,7 +58,8 @@ def boundary_violations(root: Path = ROOT) -> list[str]:
         for module, line in _imported(ast.parse(path.read_text(encoding="utf-8"))):
             room = ALLOWED.get(module)
             if room is not None and not rel.startswith(room):
-                bad.append(f"reachtui/{rel}:{line}: imports {module} (allowed only in reachtui/{room})")
+                rooms = " or ".join(f"reachtui/{r}" for r in ((room,) if isinstance(room, str) else room))
+                bad.append(f"reachtui/{rel}:{line}: imports {module} (allowed only in {rooms})")
     return bad
 
 
@@ -126,3 +134,32 @@ def test_every_probe_has_its_phase_function():
 
     for probe in registry.PROBES:
         assert callable(getattr(phases, probe.phase)), probe.name
+
+
+def sql_calls(root: Path = ROOT) -> list[str]:
+    """`.execute(` / `.executemany(` calls in the NO_SQL modules."""
+    bad = []
+    for rel in NO_SQL:
+        tree = ast.parse((root / rel).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    node.func.attr in ("execute", "executemany", "executescript"):
+                bad.append(f"reachtui/{rel}:{node.lineno}: {node.func.attr}(")
+    return bad
+
+
+def test_the_output_modules_hold_no_sql():
+    assert sql_calls() == []
+
+
+def test_an_sql_call_in_an_output_module_is_caught(tmp_path):
+    copy = tmp_path / "reachtui"
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    target = copy / "api.py"
+    target.write_text(target.read_text() + "\n\ndef _f(store):\n    return store.conn.execute('SELECT 1')\n")
+    plot = copy / "plots.py"
+    plot.write_text(plot.read_text() + "\n\ndef _g():\n    import pandas\n")
+    assert [b for b in sql_calls(copy) if "api.py" in b and "execute(" in b]
+    assert any("plots.py" in b and "imports pandas (allowed only in reachtui/api.py)" in b
+               for b in boundary_violations(copy))
+

@@ -49,11 +49,12 @@ def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec, k
     """
     from reachtui.tables import formats as F
     from reachtui import tables as T
+    from reachtui.tables.parquet import PARQUET
 
     explicit = fmt is not None
-    fmt = pick_format(fmt, output, {}) if (explicit or output) else "table"
-    if output:
+    if output:      # a file that must never be written (the store) is named first, before its suffix
         check_output(output, store_path_of(store_path))
+    fmt = pick_format(fmt, output, {}) if (explicit or output) else "table"
     store = open_store(store_path)
     try:
         a, b = T.resolve_run(store, run_a), T.resolve_run(store, run_b)
@@ -76,7 +77,7 @@ def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec, k
             return
         emit([listed], fmt, output, store_path_of(store_path), formulas=keep_formulas)
         return
-    if fmt in F.DATA_FORMATS:
+    if fmt in F.DATA_FORMATS or fmt == PARQUET:
         emit([comparison.table], fmt, output, store_path_of(store_path), formulas=keep_formulas)
     elif fmt in F.HUMAN_FORMATS:
         emit(T.compare_views(comparison), fmt, output, store_path_of(store_path))

@@ -61,6 +61,7 @@ class Parsed:
     source: str = "jsonl"
     filter: str | None = None
     targets: list[tuple[int, str, Any]] = field(default_factory=list)  # lm-eval: (line, qid, its target)
+    rule: str | None = None   # inspect: how realized and the attempts were read (into the protocol and note)
 
 
 @dataclass
@@ -362,10 +363,10 @@ def import_file(path: str | Path, task_spec: str, *, fmt: str | None = None, mod
         raise ReachError("--realized-epoch is for Inspect logs")
     rule = None
     if fmt == "inspect":
-        from reachtui.engine.inspect_log import read_inspect, realized_rule
+        from reachtui.engine.inspect_log import read_inspect
 
-        parsed = read_inspect(path, task, realized_epoch or 1)
-        rule = realized_rule(realized_epoch or 1)
+        parsed = read_inspect(path, task, realized_epoch)
+        rule = parsed.rule
     elif fmt == "jsonl":
         parsed = read_jsonl(path, task)
     else:
