@@ -39,6 +39,7 @@ from reachtui.commands.export import export as export_cmd  # noqa: E402
 from reachtui.commands.generate import generate as generate_cmd  # noqa: E402
 from reachtui.commands.importer import import_ as import_cmd  # noqa: E402
 from reachtui.commands.open import open_ as open_cmd  # noqa: E402
+from reachtui.commands.plot import plot as plot_cmd  # noqa: E402  (issue 28: figures)
 from reachtui.commands.protocol import protocol as protocol_cmd  # noqa: E402
 from reachtui.commands.runs import runs as runs_cmd  # noqa: E402
 from reachtui.commands.serve import serve as serve_cmd  # noqa: E402
@@ -49,6 +50,7 @@ cli.add_command(export_cmd)
 cli.add_command(generate_cmd)
 cli.add_command(import_cmd)
 cli.add_command(open_cmd)
+cli.add_command(plot_cmd)
 cli.add_command(protocol_cmd)
 cli.add_command(runs_cmd)
 cli.add_command(serve_cmd)

@@ -173,15 +173,20 @@ def _write_file(out: Output, data: bytes) -> None:
 
 def write_output(path: str, text: str, store: str | os.PathLike | None = None) -> None:
     """Write `text` (UTF-8) to the -o file `path`, as `check_output` allows (see the module docstring)."""
+    write_output_bytes(path, text.encode("utf-8"), store)
+
+
+def write_output_bytes(path: str, data: bytes, store: str | os.PathLike | None = None) -> None:
+    """Write `data` to the -o file `path`, as `check_output` allows: text, and the binary files of
+    parquet, figures and Inspect logs."""
     out = check_output(path, store)
-    data = text.encode("utf-8")
     if out.how in ("stdout", "stderr"):
         stream = sys.stdout if out.how == "stdout" else sys.stderr
         stream.flush()
         if hasattr(stream, "buffer"):
             stream.buffer.write(data)
         else:
-            stream.write(text)
+            stream.write(data.decode("utf-8", "replace"))
         stream.flush()
     elif out.how == "stream":
         _write_stream(out, data)

@@ -2,7 +2,8 @@
 one fresh folder (one store, ./store/, as the README's commands assume), as a reader following it from the
 top would run them. Each command's output must be the lines the README shows under it (stdout; stderr for
 a command that fails); a command shown without output must succeed. The files the import examples read
-come from `reachtui examples` (assets/examples/), the first console command."""
+come from `reachtui examples` (assets/examples/), the first console command. `python` in a console block is
+this interpreter, and the README's python blocks run after the console blocks, in the same folder."""
 
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ def run(cmd: str, cwd: Path) -> subprocess.CompletedProcess:
     args = shlex.split(cmd)
     if args[0] == "reachtui":
         args = [sys.executable, "-m", "reachtui", *args[1:]]
+    elif args[0] == "python":
+        args = [sys.executable, *args[1:]]
     env = {k: v for k, v in os.environ.items() if k != "REACHTUI_STORE"}
     return subprocess.run(args, cwd=cwd, capture_output=True, text=True, env=env)
 
@@ -49,9 +52,15 @@ def test_every_console_block_runs_as_printed_in_order_in_a_fresh_folder(tmp_path
         assert (done.returncode == 0) == (not any(line.startswith("error:") for line in shown)), cmd
     assert len(examples) >= 16 and checked >= 10
     assert (tmp_path / "table1.tex").read_text().startswith("% ")
+    for figure in ("passk.pdf", "compare.svg", "reach.png", "mlp-scan.pdf", "passk.parquet", "base.eval"):
+        assert (tmp_path / figure).stat().st_size > 1000, figure
+    assert not (tmp_path / "passk.jpg").exists() and not (tmp_path / "summary.xlsx").exists()
     runs = run("reachtui runs", tmp_path).stdout
     assert [line.split()[1] for line in runs.splitlines() if re.match(r"\s+\d+ ", line)] == [
-        "base", "tuned", "samples_demo", "inspect-demo"]       # the imports, and only they, made runs
+        "base", "tuned", "samples_demo", "inspect-demo", "demo", "base-again"]   # the imports and the one audit
+    for block in re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S):
+        done = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True)
+        assert done.returncode == 0, block + done.stderr
 
 
 def test_the_protocol_example_is_what_reachtui_protocol_prints():

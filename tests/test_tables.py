@@ -572,4 +572,5 @@ def test_the_table_registry_is_what_export_builds_lists_and_refuses(store_path, 
     with pytest.raises(SystemExit) as exc:
         main(["export", "tallies", "--store", str(store_path)])
     assert exc.value.code == 2
-    assert capsys.readouterr().err == f"error: unknown table 'tallies'; choose one of {', '.join(names)}\n"
+    # `inspect` is no table but a run written as an Inspect log: export names it too
+    assert capsys.readouterr().err == f"error: unknown table 'tallies'; choose one of {', '.join(names)}, inspect\n"

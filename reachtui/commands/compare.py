@@ -49,11 +49,12 @@ def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec, k
     """
     from reachtui.tables import formats as F
     from reachtui import tables as T
+    from reachtui.tables.parquet import PARQUET
 
     explicit = fmt is not None
-    fmt = pick_format(fmt, output, {}) if (explicit or output) else "table"
-    if output:
+    if output:      # a file that must never be written (the store) is named first, before its suffix
         check_output(output, store_path_of(store_path))
+    fmt = pick_format(fmt, output, {}) if (explicit or output) else "table"
     store = open_store(store_path)
     try:
         a, b = T.resolve_run(store, run_a), T.resolve_run(store, run_b)
@@ -72,11 +73,11 @@ def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec, k
             click.echo(listed.title, err=True)
             probes = {p for _m, p, _q in listed.rows}
             for _m, p, q in listed.rows:     # one id per line: a control character in one is shown, not run
-                click.echo(f"{p}\t{F.shown(q)}" if len(probes) > 1 else F.shown(q))
+                click.echo(f"{p}\t{F.shown(q, one_line=True)}" if len(probes) > 1 else F.shown(q, one_line=True))
             return
         emit([listed], fmt, output, store_path_of(store_path), formulas=keep_formulas)
         return
-    if fmt in F.DATA_FORMATS:
+    if fmt in F.DATA_FORMATS or fmt == PARQUET:
         emit([comparison.table], fmt, output, store_path_of(store_path), formulas=keep_formulas)
     elif fmt in F.HUMAN_FORMATS:
         emit(T.compare_views(comparison), fmt, output, store_path_of(store_path))

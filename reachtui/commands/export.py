@@ -17,7 +17,12 @@ from reachtui.errors import ReachError
 from reachtui.output import check_output, write_output
 
 _SUFFIX_FORMATS = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".ndjson": "ndjson", ".jsonl": "ndjson",
-                   ".md": "md", ".tex": "latex", ".txt": "table"}
+                   ".md": "md", ".tex": "latex", ".txt": "table", ".parquet": "parquet"}
+#: Suffixes of files other commands write: named in the line that refuses them.
+_OTHER_SUFFIXES = {".pdf": "reachtui plot", ".png": "reachtui plot", ".svg": "reachtui plot",
+                   ".eval": "reachtui export inspect"}
+#: `reachtui export inspect`: not a table, a whole run as an Inspect AI log (reachtui.inspect_export).
+INSPECT = "inspect"
 
 
 def open_store(path: str | None):
@@ -32,20 +37,26 @@ def pick_format(fmt: str | None, output: str | None, shorthands: dict[str, bool]
     """--format, or one of --csv/--tsv/--nl/--json/-t, or the -o file's suffix; else a terminal table
     when stdout is a terminal and csv when it is not."""
     from reachtui.tables.formats import FORMATS
+    from reachtui.tables.parquet import PARQUET
 
+    known = FORMATS + (PARQUET,)
     chosen = [name for name, on in shorthands.items() if on]
     if fmt is not None:
         chosen.insert(0, fmt)
     if len(set(chosen)) > 1:
         raise ReachError(f"choose one output format, not {' and '.join(dict.fromkeys(chosen))}")
     if chosen:
-        if chosen[0] not in FORMATS:
-            raise ReachError(f"unknown format {chosen[0]!r}; choose one of {', '.join(FORMATS)}")
+        if chosen[0] not in known:
+            raise ReachError(f"unknown format {chosen[0]!r}; choose one of {', '.join(known)}")
         return chosen[0]
     if output:
         suffix = Path(output).suffix.lower()
         if suffix in _SUFFIX_FORMATS:
             return _SUFFIX_FORMATS[suffix]
+        if suffix:          # never a silent csv in a file whose name says otherwise
+            other = f" ({_OTHER_SUFFIXES[suffix]} writes {suffix} files)" if suffix in _OTHER_SUFFIXES else ""
+            raise ReachError(f"-o {output}: unknown suffix {suffix!r}{other}; use one of "
+                             f"{', '.join(_SUFFIX_FORMATS)} or name the format with --format")
         return "csv"
     return "table" if sys.stdout.isatty() else "csv"
 
@@ -63,17 +74,20 @@ def emit(tables, fmt: str, output: str | None, store: Path | None = None, **styl
     On a terminal, `table` is drawn by rich directly. `style`: how people formats write them
     (`reachtui.tables.formats.render`)."""
     from reachtui.tables.formats import DATA_FORMATS, render_many, shown, to_rich
+    from reachtui.tables.parquet import PARQUET
 
     tables = list(tables)
-    if output:       # the file first: a write that fails is then the only line
+    if fmt == PARQUET:     # the one binary format: a file, or stdout when it is not a terminal
+        _emit_parquet(tables, output, store)
+    elif output:       # the file first: a write that fails is then the only line
         write_output(output, render_many(tables, fmt, **style), store)
     for w in dict.fromkeys(w for t in tables for w in t.warnings):     # one line each, however many tables carry it
         click.secho(f"WARNING: {w}", err=True, fg="red", bold=True)
-    if fmt in DATA_FORMATS or output:
+    if fmt in DATA_FORMATS or fmt == PARQUET or output:
         for t in tables:
             for n in t.notes:
                 click.echo(f"note: {n}", err=True)
-    if output:
+    if output or fmt == PARQUET:
         return
     if fmt == "table" and sys.stdout.isatty():
         from rich.console import Console
@@ -88,6 +102,24 @@ def emit(tables, fmt: str, output: str | None, store: Path | None = None, **styl
     if sys.stdout.isatty():        # an escape sequence in an output would be run by the terminal: shown instead
         text = shown(text)
     click.echo(text, nl=False, color=True)     # color=True: click would strip escape sequences from the data
+
+
+def _emit_parquet(tables, output: str | None, store: Path | None) -> None:
+    """One table as a parquet file: to -o FILE, or to stdout when it is not a terminal (bytes, no text)."""
+    from reachtui.output import write_output_bytes
+    from reachtui.tables.parquet import to_parquet
+
+    if len(tables) != 1:
+        raise ReachError("a parquet file holds one table: export one table at a time")
+    if output is None and sys.stdout.isatty():
+        raise ReachError("parquet is a binary format: write it with -o FILE.parquet or redirect stdout")
+    data = to_parquet(tables[0])
+    if output:
+        write_output_bytes(output, data, store)
+        return
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.flush()
 
 
 def _finite(value: float, name: str) -> float:
@@ -139,13 +171,15 @@ class _TablesHelp(click.Command):
 
 @click.command("export", cls=_TablesHelp, short_help="Write a table of the audit store (csv ... LaTeX).")
 @click.argument("table_name", metavar="TABLE")
+@click.argument("run_args", nargs=-1, metavar="[RUN]...")
 @click.option("--run", "runs", multiple=True, metavar="ID",
               help="Run id, 'latest' (the default), a model name (its latest complete run), or 'all'. Repeat for "
                    "several runs; the compare table takes two (A, then B).")
 @store_option
 @click.option("--format", "-f", "fmt", default=None, metavar="FORMAT",
-              help="csv, tsv, json, ndjson, md, latex or table (default: table on a terminal, else csv, "
-                   "or from the -o file's suffix).")
+              help="csv, tsv, json, ndjson, md, latex, table or parquet (default: table on a terminal, else "
+                   "csv, or from the -o file's suffix; an unknown suffix is refused). parquet needs "
+                   "reachtui[parquet].")
 @click.option("--csv", "as_csv", is_flag=True, help="Same as --format csv.")
 @click.option("--tsv", "as_tsv", is_flag=True, help="Same as --format tsv.")
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
@@ -174,15 +208,21 @@ class _TablesHelp(click.Command):
                                                                         "\\label (implies the environment).")
 @click.option("--allow-unmatched", is_flag=True,
               help="compare table only: compare runs whose protocols differ (every row is marked).")
+@click.option("--probe", "probe", default=None, metavar="PROBE",
+              help="inspect only: the probe whose attempts are the log's epochs (default: sample if the run has "
+                   "it, else its first reachability probe).")
 @keep_formulas_option
 @bootstrap_options
-def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as_table, output, where, params,
-           columns, columns_csv, order, where_timeout, limit, no_headers, ci, caption, latex_label,
-           allow_unmatched, keep_formulas, bootstrap, bootstrap_seed) -> None:
+def export(table_name, run_args, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as_table, output, where,
+           params, columns, columns_csv, order, where_timeout, limit, no_headers, ci, caption, latex_label,
+           allow_unmatched, probe, keep_formulas, bootstrap, bootstrap_seed) -> None:
     """Write TABLE of the audit store, one of:
 
     \b
     {tables}
+    inspect: one run as an Inspect AI log (-o FILE.eval; needs reachtui[inspect])
+
+    Runs are given as RUN arguments or --run.
 
     Beside every reachability figure: the chance control (each question's attempts scored against
     another question's gold of the same answer stratum), excess = reachable - control, robust
@@ -196,6 +236,8 @@ def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as
       reachtui export passk --format md
       reachtui export summary --format latex -o table1.tex
       reachtui export compare --run 1 --run 2 --json
+      reachtui export passk base -o passk.parquet
+      reachtui export inspect base -o base.eval
       reachtui export summary --columns probe,reachable,control,excess,excess_lo,excess_hi --format md
     """
     from reachtui import tables as T
@@ -204,8 +246,16 @@ def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as
 
     check_label(latex_label)
     name = table_name.strip().lower()
+    runs = tuple(run_args) + tuple(runs)
+    if name == INSPECT:             # issue 28: not a table, a whole run in Inspect's log format
+        _export_inspect(runs, store_path, output, probe)
+        return
     if name not in T.TABLES:
-        raise ReachError(f"unknown table {table_name!r}; choose one of {', '.join(T.TABLES)}")
+        raise ReachError(f"unknown table {table_name!r}; choose one of {', '.join(T.TABLES + (INSPECT,))}")
+    if probe is not None:
+        raise ReachError("--probe is for `reachtui export inspect`")
+    if output:      # a file that must never be written (the store) is named first, before its suffix
+        check_output(output, store_path_of(store_path))
     spec = T.registry.get(name)
     fmt = pick_format(fmt, output, {"csv": as_csv, "tsv": as_tsv, "json": as_json, "ndjson": as_nl,
                                     "table": as_table})
@@ -213,8 +263,6 @@ def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as
         raise ReachError("--limit must be 0 or more")
     if limit is not None:
         limit = min(limit, 2**62)       # more rows than any table has (and still an SQLite integer)
-    if output:
-        check_output(output, store_path_of(store_path))
     store = open_store(store_path)
     try:
         if any(r.strip().lower() == "all" for r in runs):
@@ -240,3 +288,21 @@ def export(table_name, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as
         emit(T.summary_views(table), fmt, output, store_path_of(store_path), **style)  # two narrower tables
         return
     emit([table], fmt, output, store_path_of(store_path), **style)
+
+
+def _export_inspect(runs: tuple[str, ...], store_path: str | None, output: str | None, probe: str | None) -> None:
+    """One run (RUN or --run; the latest by default) written as an Inspect log to -o FILE.eval / FILE.json."""
+    from reachtui import tables as T
+    from reachtui.inspect_export import check_log_path, write_inspect_log
+
+    if len(runs) > 1:
+        raise ReachError("export inspect writes one run: give one RUN")
+    if not output:
+        raise ReachError("export inspect writes a file: -o FILE.eval (or FILE.json)")
+    check_output(output, store_path_of(store_path))
+    check_log_path(output)
+    with open_store(store_path) as store:
+        run_id = T.resolve_run(store, runs[0] if runs else None)
+        written = write_inspect_log(store, run_id, output, probe=probe, store_path=store_path_of(store_path))
+    for n in written.notes:
+        click.echo(f"note: {n}", err=True)

@@ -155,11 +155,7 @@ def import_file(path: str | Path, task_spec: str, *, fmt: str | None = None, mod
     if realized_epoch is not None and fmt != "inspect":
         raise ReachError("--realized-epoch is for Inspect logs")
     parsed = read(path, task, fmt, filter_name=filter_name, realized_epoch=realized_epoch)
-    rule = None
-    if fmt == "inspect":
-        from reachtui.importers.inspect_log import realized_rule
-
-        rule = realized_rule(realized_epoch or 1)
+    rule = parsed.rule
     budgets = check_complete(path, parsed.records)
     protocol = build_protocol(protocol_path, answer_format, task, budgets, rule)
     check_gold(task, protocol.answer_format, protocol.choices)

@@ -8,27 +8,68 @@ different rules never compare as matched. Samples are matched to the task's ques
 a log's ids are Inspect's automatic 1, 2, 3, ... and the task has its own ids, they are positions in the
 task (1-based, Inspect's meaning). Samples that ended in an error have no output: they are graded wrong
 and counted in a note. Inspect's own scores are not read: reachtui's grader grades the completions.
+
+A log written by `reachtui export inspect` (`reachtui.inspect_export`) is read back as it was written:
+its epochs are the attempts of the probe it names, and each question's realized output and the mean
+log-probs come from the samples' metadata, unless --realized-epoch asks for the rule above.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from reachtui.errors import ReachError
 from reachtui.importers.records import Parsed, Record
 from reachtui.probes import registry
 
 
+#: The metadata key of a log (and of its samples) written by reachtui (`reachtui.inspect_export`).
+KEY = "reachtui"
+
+
 def realized_rule(epoch: int) -> str:
     return f"realized = epoch {epoch} of each Inspect sample; sample attempts = its epochs"
 
 
-def read_inspect(path: Path, task, realized_epoch: int = 1):
-    """The log's samples as import records (`Parsed`)."""
+def rule_of(probe: str) -> str:
+    """How a log written by reachtui is read back (written into the imported run's protocol)."""
+    return f"realized = the default output reachtui stored with each Inspect sample; {probe} attempts = its epochs"
+
+
+def log_probe(log: Any) -> str | None:
+    """The probe whose attempts a log's epochs are, when reachtui wrote the log; else None."""
+    meta = getattr(log.eval, "metadata", None) or {}
+    mine = meta.get(KEY) if isinstance(meta, dict) else None
+    probe = mine.get("probe") if isinstance(mine, dict) else None
+    return probe if isinstance(probe, str) and (probe == registry.REALIZED.name or registry.is_reach(probe)) else None
+
+
+def sample_fields(sample: Any) -> tuple[str | None, float | None, float | None]:
+    """(the realized output, its mean log-prob, this epoch's attempt's mean log-prob) a reachtui sample
+    carries; None where one is missing."""
+    mine = (sample.metadata or {}).get(KEY)
+    if not isinstance(mine, dict):
+        return None, None, None
+    realized = mine.get("realized") if isinstance(mine.get("realized"), dict) else {}
+    text = realized.get("output")
+
+    def number(v: Any) -> float | None:
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    return (text if isinstance(text, str) else None, number(realized.get("mean_logprob")),
+            number(mine.get("mean_logprob")))
+
+
+def read_inspect(path: Path, task, realized_epoch: int | None = None):
+    """The log's samples as import records (`Parsed`); `realized_epoch` None: epoch 1, or a reachtui
+    log's own realized outputs."""
     try:
         from inspect_ai.log import read_eval_log
     except ImportError:
         raise ReachError("reading Inspect logs needs inspect_ai: pip install 'reachtui[inspect]'") from None
+    explicit = realized_epoch is not None
+    realized_epoch = 1 if realized_epoch is None else realized_epoch
     if isinstance(realized_epoch, bool) or not isinstance(realized_epoch, int) or realized_epoch < 1:
         raise ReachError(f"--realized-epoch must be an integer >= 1, not {realized_epoch!r}")
     try:
@@ -39,6 +80,7 @@ def read_inspect(path: Path, task, realized_epoch: int = 1):
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise ReachError(f"{path}: not a readable Inspect log ({first[:160]})") from None
     samples = list(log.samples or [])
+    mine = None if explicit else log_probe(log)     # written by reachtui: read back as written
     if not samples:
         raise ReachError(f"{path}: the Inspect log has no samples (status {log.status})")
     notes = []
@@ -69,6 +111,17 @@ def read_inspect(path: Path, task, realized_epoch: int = 1):
         if s.error is not None:
             errored += 1
             output = ""
+        if mine is not None:
+            realized, realized_lp, attempt_lp = sample_fields(s)
+            if mine != registry.REALIZED.name:
+                records.append(Record(n, qid, mine, epoch - 1, output, attempt_lp))
+            if epoch == 1:
+                if realized is None and mine != registry.REALIZED.name:
+                    raise ReachError(f"{path}: sample {s.id!r} has no realized output in its reachtui metadata")
+                records.append(Record(n, qid, registry.REALIZED.name, 0,
+                                      output if mine == registry.REALIZED.name else realized, realized_lp))
+                targets.append((n, qid, s.target))
+            continue
         records.append(Record(n, qid, registry.SAMPLE.name, epoch - 1, output))
         if epoch == realized_epoch:
             records.append(Record(n, qid, registry.REALIZED.name, 0, output))
@@ -79,4 +132,5 @@ def read_inspect(path: Path, task, realized_epoch: int = 1):
                          f"(--realized-epoch; {len(short)} question(s) without it)")
     if errored:
         notes.append(f"{errored} Inspect sample(s) ended in an error: no output, graded wrong")
-    return Parsed(records, notes=notes, source="inspect", targets=targets)
+    rule = rule_of(mine) if mine is not None else realized_rule(realized_epoch)
+    return Parsed(records, notes=notes, source="inspect", targets=targets, rule=rule)

@@ -26,7 +26,7 @@ def read(path: Path, task, fmt: str, *, filter_name: str | None = None, realized
     if fmt == "inspect":
         from reachtui.importers.inspect_log import read_inspect
 
-        return read_inspect(path, task, realized_epoch or 1)
+        return read_inspect(path, task, realized_epoch)
     if fmt == "jsonl":
         from reachtui.importers.attempts_jsonl import read_jsonl
 

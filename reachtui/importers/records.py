@@ -29,6 +29,7 @@ class Parsed:
     source: str = "jsonl"
     filter: str | None = None
     targets: list[tuple[int, str, Any]] = field(default_factory=list)  # lm-eval: (line, qid, its target)
+    rule: str | None = None   # inspect: how realized and the attempts were read (into the protocol and note)
 
 
 def finite(value: int | float) -> bool:

@@ -370,10 +370,14 @@ _SHOWN = {**{i: 0x2400 + i for i in range(0x20) if i not in (0x09, 0x0A)}, 0x7F:
           **{i: 0xFFFD for i in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))}}
 
 
-def shown(text: str) -> str:
+_SHOWN_LINE = {**_SHOWN, 0x09: 0x2409, 0x0A: 0x240A}
+
+
+def shown(text: str, *, one_line: bool = False) -> str:
     """Text for a terminal: no control character reaches it (an escape sequence in a model's output would
-    otherwise be run by the terminal: colours, its title, the clipboard)."""
-    return text.translate(_SHOWN)
+    otherwise be run by the terminal: colours, its title, the clipboard). `one_line`: a tab and a newline
+    shown as marks too (an id printed one per line stays one line)."""
+    return text.translate(_SHOWN_LINE if one_line else _SHOWN)
 
 
 def to_text(table: Table, *, width: int = 160, inline_ci: bool = False) -> str:
