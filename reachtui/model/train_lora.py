@@ -55,7 +55,7 @@ def train_lora(out: Path, *, steps: int = 8, batch_size: int = 16, lr: float = 3
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
-        losses.append(round(float(loss), 4))
+        losses.append(round(float(loss.detach()), 4))
     model.eval()
     model.peft_config["default"].base_model_name_or_path = base     # what `reachtui` finds the base by
     out.mkdir(parents=True, exist_ok=True)
