@@ -114,8 +114,9 @@ deployment_options = _stack(
     click.option("--system", default=None, metavar="TEXT", help="A system prompt (chat), or the text that opens "
                                                                   "the prompt (plain)."),
     click.option("--template", default=None, metavar="TEXT",
-                 help="The prompt, with {question} where the question goes [default: the protocol's, "
-                      "'Question: {question}\nAnswer:']."),
+                 help="The prompt, with {question} where the question goes, taken as given (backslashes stay: "
+                      "LaTeX is safe; a newline is a newline, e.g. $'...' in bash) [default: the protocol's, "
+                      "'Question: {question}\\nAnswer:']."),
     _late("--answer-format", "answer_format", default=None, metavar="FORMAT", late_help=_formats_help),
     click.option("--stop", "stops", multiple=True, metavar="STR",
                  help="Stop at this string (cut from the text); repeatable, replaces the protocol's. \\n is a "
