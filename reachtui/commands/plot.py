@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from reachtui.commands.export import bootstrap_options, open_store, store_path_of
+from reachtui.commands.options import store_option
 from reachtui.errors import ReachError
 
 
@@ -36,8 +37,7 @@ def figure_format(output: str, fmt: str | None) -> str:
 @click.argument("runs", nargs=-1, metavar="[RUN]...")
 @click.option("-o", "--output", required=True, metavar="FILE", help="The figure: FILE.pdf, FILE.png or FILE.svg "
                                                                   "(written atomically).")
-@click.option("--store", "store_path", metavar="PATH", default=None,
-              help="Audit store (default: $REACHTUI_STORE or ./store/reachtui.sqlite).")
+@store_option
 @click.option("--probe", "probes", multiple=True, metavar="PROBE",
               help="Show only this probe (repeatable; default: every probe the runs have).")
 @click.option("--format", "-f", "fmt", default=None, metavar="FORMAT",
