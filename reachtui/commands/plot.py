@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from reachtui.commands import numbers
 from reachtui.commands.export import bootstrap_options, open_store, store_path_of
 from reachtui.commands.options import store_option
 from reachtui.errors import ReachError
@@ -42,7 +43,7 @@ def figure_format(output: str, fmt: str | None) -> str:
               help="Show only this probe (repeatable; default: every probe the runs have).")
 @click.option("--format", "-f", "fmt", default=None, metavar="FORMAT",
               help="pdf, png or svg (default: from the -o file's suffix).")
-@click.option("--dpi", type=click.IntRange(50, 1200), default=300, show_default=True,
+@click.option("--dpi", type=numbers.AsciiIntRange(50, 1200), default=300, show_default=True,
               help="Resolution of a PNG.")
 @click.option("--allow-unmatched", is_flag=True,
               help="compare only: compare runs whose protocols differ (the figure is marked).")
