@@ -19,6 +19,7 @@ number here is the number in the exported file. Imports neither torch nor textua
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -70,7 +71,7 @@ def _rows_of(table) -> Rows:
                 notes=table.notes, warnings=table.warnings)
 
 
-class AuditStore:
+class AuditStore(contextlib.AbstractContextManager):
     """A read-only audit store (open it with `open_store`); close it, or use it in a `with` block."""
 
     def __init__(self, path: str | os.PathLike | None = None) -> None:
@@ -85,10 +86,7 @@ class AuditStore:
     def close(self) -> None:
         self.store.close()
 
-    def __enter__(self) -> AuditStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: object) -> None:    # __enter__ (self) comes from AbstractContextManager
         self.close()
 
     def run_id(self, run: str | int | None = None) -> int:

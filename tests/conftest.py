@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import ast
 import io
 import sqlite3
 import subprocess
@@ -39,6 +40,15 @@ def fresh_python(code: str) -> str:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
+
+
+def libraries_loaded_by(argv: list[str], watch: set[str]) -> list[str]:
+    """Run `reachtui ARGV` (it must succeed) in a new interpreter: which of the libraries `watch` it imported."""
+    return ast.literal_eval(fresh_python(  # the list of names the child prints
+        "import sys\nfrom reachtui.cli import main\ntry:\n"
+        f"    main({list(argv)!r})\n"
+        "except SystemExit as e:\n    assert not e.code, e.code\n"
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {set(watch)!r}))"))
 
 
 async def settle(app, pilot, delay: float = 0.0) -> None:

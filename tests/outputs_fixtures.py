@@ -9,6 +9,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from fake_runner import FakeRunner, write_task
@@ -40,6 +41,14 @@ def make_audit_store(root: Path) -> tuple[Path, Path, int, int]:
         a = run_audit(s, FakeRunner(), model_name="base", task=task, protocol=protocol, mlp_scan="sample").run_id
         b = run_audit(s, OtherModel(), model_name="tuned", task=task, protocol=protocol, mlp_scan="sample").run_id
     return store, task_path, a, b
+
+
+@pytest.fixture(scope="module")
+def audit(tmp_path_factory):
+    """(folder, store path, run A, run B): one store per test module that imports this fixture."""
+    root = tmp_path_factory.mktemp("outputs")
+    store, _task, a, b = make_audit_store(root)
+    return root, store, a, b
 
 
 def export_json(store: Path, table: str, *runs: int, extra: tuple[str, ...] = ()) -> list[dict]:

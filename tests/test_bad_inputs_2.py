@@ -388,6 +388,17 @@ CASES = [
     ("generate-silence-devanagari-digit", ["generate", "demo", "hi", "--silence", "\u0969"], 2, "ASCII digits", None),
     ("generate-route-fullwidth-digits", ["generate", "demo", "hi", "--route", "\uff10-\uff13"], 2, "ASCII digits",
      None),
+    # numbers typed in other digits are no numbers (int('٣') is 3 in Python, not on this command line)
+    ("audit-budget-arabic-digit", ["audit", "demo", "--task", "demo", "--budget", "\u0663", "--store", S], 2,
+     "'\u0663' is not a number written in ASCII digits", None),
+    ("audit-temperature-fullwidth", ["audit", "demo", "--task", "demo", "--temperature", "\uff10.5", "--store", S], 2,
+     "is not a number written in ASCII digits", None),
+    ("export-limit-devanagari", ["export", "summary", "--limit", "\u0969", "--store", S], 2,
+     "is not a number written in ASCII digits", None),
+    ("serve-port-arabic", ["serve", "--store", S, "--port", "\u0668\u0660\u0668\u0660"], 2,
+     "is not a number written in ASCII digits", None),
+    # click 8.5 took an explicit default of None beside required=True as given: audit ran with no task
+    ("audit-without-task", ["audit", "demo", "--store", S], 2, "Missing option '--task'", None),
     ("export-correct-yes", ["export", "summary", "--run", "all", "--store", "{correct_yes.sqlite}"], 3, "has correct = 'yes'", None),
 ]
 

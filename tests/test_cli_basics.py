@@ -72,3 +72,19 @@ def test_no_help_text_shows_a_doubled_percent_sign():
         r = CliRunner().invoke(cli, [command, "--help"])
         assert r.exit_code == 0, r.output
         assert "%%" not in r.output, command
+
+
+def test_every_command_that_opens_a_store_says_the_same_of_store():
+    """--store is declared once (commands.options.store_option): each command shows the same help for it."""
+    from click.testing import CliRunner
+
+    from reachtui.cli import cli
+
+    with_store = []
+    for name, command in sorted(cli.commands.items()):
+        r = CliRunner().invoke(cli, [name, "--help"])
+        text = " ".join(r.output.split())
+        if "--store PATH" in text:
+            with_store.append(name)
+            assert "--store PATH Audit store [default: $REACHTUI_STORE or ./store/reachtui.sqlite]." in text, name
+    assert {"audit", "open", "export", "compare", "runs", "import", "plot"} <= set(with_store)   # serve: open's

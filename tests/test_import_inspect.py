@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 pytest.importorskip("inspect_ai")
 
+from conftest import run_main  # noqa: E402
 from fake_runner import FakeRunner, write_task  # noqa: E402
 from reachtui.cli import cli  # noqa: E402
 from reachtui.engine.audit import run_audit  # noqa: E402
@@ -76,17 +77,6 @@ def _attempts(store_path, run):
     return {(r[0], r[1], r[2]): (bool(r[3]), r[4]) for r in rows}
 
 
-def _main(argv, capsys):
-    """Through `reachtui.cli.main`, the one place errors become lines: (exit status, stderr)."""
-    from reachtui.cli import main
-
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    return code, capsys.readouterr().err
-
 
 def _import(args):
     res = CliRunner().invoke(cli, ["import", *args])
@@ -122,7 +112,7 @@ def test_epochs_are_sample_attempts_and_the_first_epoch_is_realized(setup, tmp_p
     assert "inspect; realized = epoch 1" in note
 
 
-def test_realized_epoch_picks_another_epoch_and_another_protocol(setup, tmp_path, capsys):
+def test_realized_epoch_picks_another_epoch_and_another_protocol(setup, tmp_path):
     _tmp, task_path, task, log = setup
     store = tmp_path / "s.sqlite"
     one, _ = _import([log, "--task", str(task_path), "--store", str(store)])
@@ -135,8 +125,8 @@ def test_realized_epoch_picks_another_epoch_and_another_protocol(setup, tmp_path
         hashes = [s.conn.execute("SELECT protocol_hash FROM runs WHERE id = ?", (r,)).fetchone()[0]
                   for r in (one, two)]
     assert hashes[0] != hashes[1]
-    code, err = _main(["import", log, "--task", str(task_path), "--store", str(store), "--realized-epoch", "4"],
-                      capsys)
+    code, _out, err = run_main(["import", log, "--task", str(task_path), "--store", str(store),
+                                "--realized-epoch", "4"])
     assert code == 2 and err.count("\n") == 1 and "has no epoch 4" in err
 
 
@@ -164,12 +154,11 @@ def test_an_inspect_run_compares_against_a_reachtui_audit_of_the_same_questions(
     assert row["reachable_b"] == pytest.approx(sum(hb.values()) / N)
 
 
-def test_not_an_inspect_log_is_one_line(tmp_path, setup, capsys):
+def test_not_an_inspect_log_is_one_line(tmp_path, setup):
     _tmp, task_path, _task, _log = setup
     junk = tmp_path / "x.eval"
     junk.write_bytes(b"not a zip")
-    code, err = _main(["import", str(junk), "--task", str(task_path), "--store", str(tmp_path / "s.sqlite")],
-                      capsys)
+    code, _out, err = run_main(["import", str(junk), "--task", str(task_path), "--store", str(tmp_path / "s.sqlite")])
     assert code == 2
     assert err.count("\n") == 1 and "not a readable Inspect log" in err, err
     assert not (tmp_path / "s.sqlite").exists()  # nothing written

@@ -4,7 +4,6 @@ writer, read back by inspect_ai's reader (and served by Inspect's log viewer), t
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 import pytest
@@ -12,6 +11,7 @@ from click.testing import CliRunner
 
 pytest.importorskip("inspect_ai")
 
+from conftest import libraries_loaded_by, run_main  # noqa: E402
 from outputs_fixtures import K, N, export_json, make_audit_store, run_of  # noqa: E402
 from reachtui.cli import cli  # noqa: E402
 
@@ -161,16 +161,6 @@ def test_inspects_log_viewer_serves_the_log(audit):
     assert body["eval"]["model"] == "reachtui/base" and len(body["samples"]) == N * K
 
 
-def _main(argv, capsys):
-    from reachtui.cli import main
-
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    return code, capsys.readouterr().err
-
 
 @pytest.mark.parametrize("args, says", [
     (["-o", "x.txt"], "an Inspect log is a .eval or a .json file, not '.txt'"),
@@ -178,37 +168,32 @@ def _main(argv, capsys):
     (["--probe", "nope", "-o", "x.eval"], "has no attempts of probe 'nope'"),
     (["2", "-o", "x.eval"], "export inspect writes one run"),
 ])
-def test_bad_requests_are_one_line(audit, capsys, monkeypatch, args, says):
+def test_bad_requests_are_one_line(audit, monkeypatch, args, says):
     root, store, _task, a, _b = audit
     monkeypatch.chdir(root)
-    code, err = _main(["export", "inspect", str(a), *args, "--store", str(store)], capsys)
+    code, _out, err = run_main(["export", "inspect", str(a), *args, "--store", str(store)])
     assert code == 2 and err.count("\n") == 1 and says in err, err
     assert not (root / "x.eval").exists() and not (root / "x.txt").exists()
 
 
-def test_probe_is_refused_for_tables(audit, capsys):
+def test_probe_is_refused_for_tables(audit):
     _root, store, _task, a, _b = audit
-    code, err = _main(["export", "summary", str(a), "--probe", "sample", "--store", str(store)], capsys)
+    code, _out, err = run_main(["export", "summary", str(a), "--probe", "sample", "--store", str(store)])
     assert code == 2 and err == "error: --probe is for `reachtui export inspect`\n"
 
 
-def test_without_inspect_ai_the_line_names_the_extra(audit, capsys, monkeypatch):
+def test_without_inspect_ai_the_line_names_the_extra(audit, monkeypatch):
     root, store, _task, a, _b = audit
     monkeypatch.setitem(sys.modules, "inspect_ai.log", None)
-    code, err = _main(["export", "inspect", str(a), "-o", str(root / "n.eval"), "--store", str(store)], capsys)
+    code, _out, err = run_main(["export", "inspect", str(a), "-o", str(root / "n.eval"), "--store", str(store)])
     assert code == 2 and err == "error: writing Inspect logs needs inspect_ai: pip install 'reachtui[inspect]'\n"
 
 
 def test_exporting_a_log_imports_no_torch(audit):
     """(inspect_ai itself loads textual, for its own display: reachtui's modules do not, test_boundaries.)"""
     root, store, _task, a, _b = audit
-    code = ("import sys\nfrom reachtui.cli import main\ntry:\n"
-            f"    main(['export', 'inspect', '{a}', '-o', {str(root / 'mods.eval')!r}, '--store', {str(store)!r}])\n"
-            "except SystemExit as e:\n    assert not e.code, e.code\n"
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'transformers'}))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    argv = ["export", "inspect", str(a), "-o", str(root / "mods.eval"), "--store", str(store)]
+    assert libraries_loaded_by(argv, {"torch", "transformers"}) == []
     assert (root / "mods.eval").stat().st_size > 0
 
 

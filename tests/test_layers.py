@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 LINT = Path(sys.executable).with_name("lint-imports")
 
@@ -38,34 +40,24 @@ def copy_of_the_package(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_the_tables_importing_the_engine_break_the_layers(tmp_path):
+@pytest.mark.parametrize("module, added, says", [
+    # the tables importing the engine: an arrow up the layers
+    ("tables/summary.py", "from reachtui.engine.plan import Work",
+     ["reachtui.tables is not allowed to import reachtui.engine", "reachtui.tables.summary -> reachtui.engine.plan"]),
+    # torch outside the model room
+    ("store.py", "import torch",
+     ["torch, transformers and their kin are imported only in reachtui/model/ BROKEN", "reachtui.store -> torch"]),
+    # pandas outside reachtui.api: the extras' wall
+    ("plots.py", "import pandas", ["reachtui.plots -> pandas"]),
+])
+def test_a_forbidden_import_breaks_its_contract(tmp_path, module, added, says):
     copy = copy_of_the_package(tmp_path)
-    target = copy / "reachtui" / "tables" / "summary.py"
-    target.write_text(target.read_text() + "\n\ndef _plan():\n    from reachtui.engine.plan import Work\n\n"
-                                            "    return Work\n")
+    target = copy / "reachtui" / module
+    target.write_text(target.read_text() + f"\n\ndef _late():\n    {added}\n")
     result = lint(copy)
     assert result.returncode == 1, result.stdout[-3000:]
-    assert "reachtui.tables is not allowed to import reachtui.engine" in result.stdout
-    assert "reachtui.tables.summary -> reachtui.engine.plan" in result.stdout
-
-
-def test_torch_outside_the_model_room_breaks_its_wall(tmp_path):
-    copy = copy_of_the_package(tmp_path)
-    target = copy / "reachtui" / "store.py"
-    target.write_text(target.read_text() + "\n\ndef _tensor():\n    import torch\n\n    return torch\n")
-    result = lint(copy)
-    assert result.returncode == 1, result.stdout[-3000:]
-    assert "torch, transformers and their kin are imported only in reachtui/model/ BROKEN" in result.stdout
-    assert "reachtui.store -> torch" in result.stdout
-
-
-def test_pandas_in_the_figures_module_breaks_the_extras_wall(tmp_path):
-    copy = copy_of_the_package(tmp_path)
-    target = copy / "reachtui" / "plots.py"
-    target.write_text(target.read_text() + "\n\ndef _frame():\n    import pandas\n\n    return pandas\n")
-    result = lint(copy)
-    assert result.returncode == 1, result.stdout[-3000:]
-    assert "reachtui.plots -> pandas" in result.stdout
+    for line in says:
+        assert line in result.stdout
 
 
 #: Modules whose SQL runs on the store's connection: the store's own.

@@ -14,16 +14,10 @@ from click.testing import CliRunner
 
 pq = pytest.importorskip("pyarrow.parquet")
 
-from outputs_fixtures import export_json, make_audit_store  # noqa: E402
+from conftest import run_main  # noqa: E402
+from outputs_fixtures import audit, export_json  # noqa: E402, F401 (audit: the store fixture)
 from reachtui.cli import cli  # noqa: E402
 from reachtui.tables import TABLES  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def audit(tmp_path_factory):
-    root = tmp_path_factory.mktemp("parquet")
-    store, _task, a, b = make_audit_store(root)
-    return root, store, a, b
 
 
 def export(store, *args):
@@ -97,16 +91,6 @@ def test_parquet_to_a_pipe_is_the_file_and_to_a_terminal_is_refused(audit):
     assert tty.stderr == "error: parquet is a binary format: write it with -o FILE.parquet or redirect stdout\n"
 
 
-def _main(argv, capsys):
-    from reachtui.cli import main
-
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    return code, capsys.readouterr()
-
 
 @pytest.mark.parametrize("name, says", [
     ("out.png", "unknown suffix '.png' (reachtui plot writes .png files)"),
@@ -114,29 +98,29 @@ def _main(argv, capsys):
     ("run.eval", "unknown suffix '.eval' (reachtui export inspect writes .eval files)"),
     ("table.xlsx", "unknown suffix '.xlsx'"),
 ])
-def test_an_unknown_suffix_is_refused_not_written_as_csv(audit, capsys, name, says):
+def test_an_unknown_suffix_is_refused_not_written_as_csv(audit, name, says):
     root, store, a, _b = audit
     out = root / name
-    code, cap = _main(["export", "summary", str(a), "-o", str(out), "--store", str(store)], capsys)
-    assert code == 2 and cap.err.count("\n") == 1 and cap.err.startswith(f"error: -o {out}: {says}"), cap.err
-    assert "--format" in cap.err
+    code, _out, err = run_main(["export", "summary", str(a), "-o", str(out), "--store", str(store)])
+    assert code == 2 and err.count("\n") == 1 and err.startswith(f"error: -o {out}: {says}"), err
+    assert "--format" in err
     assert not out.exists()
-    code, cap = _main(["compare", "1", "2", "-o", str(out), "--store", str(store)], capsys)
-    assert code == 2 and says in cap.err and not out.exists()
+    code, _out, err = run_main(["compare", "1", "2", "-o", str(out), "--store", str(store)])
+    assert code == 2 and says in err and not out.exists()
 
 
-def test_a_named_format_writes_any_suffix_and_no_suffix_stays_csv(audit, capsys):
+def test_a_named_format_writes_any_suffix_and_no_suffix_stays_csv(audit):
     root, store, a, _b = audit
-    code, _ = _main(["export", "passk", str(a), "--format", "csv", "-o", str(root / "p.dat"), "--store", str(store)],
-                    capsys)
+    code, _out, _err = run_main(["export", "passk", str(a), "--format", "csv", "-o", str(root / "p.dat"),
+                                 "--store", str(store)])
     assert code == 0 and (root / "p.dat").read_text().startswith("run,probe,estimator,k,value")
-    code, _ = _main(["export", "passk", str(a), "-o", str(root / "plain"), "--store", str(store)], capsys)
+    code, _out, _err = run_main(["export", "passk", str(a), "-o", str(root / "plain"), "--store", str(store)])
     assert code == 0 and (root / "plain").read_text().startswith("run,probe,estimator,k,value")
 
 
-def test_without_pyarrow_the_line_names_the_extra(audit, capsys, monkeypatch):
+def test_without_pyarrow_the_line_names_the_extra(audit, monkeypatch):
     root, store, a, _b = audit
     monkeypatch.setitem(sys.modules, "pyarrow", None)
-    code, cap = _main(["export", "summary", str(a), "-o", str(root / "n.parquet"), "--store", str(store)], capsys)
-    assert code == 2 and cap.err == "error: parquet needs pyarrow: pip install 'reachtui[parquet]'\n"
+    code, _out, err = run_main(["export", "summary", str(a), "-o", str(root / "n.parquet"), "--store", str(store)])
+    assert code == 2 and err == "error: parquet needs pyarrow: pip install 'reachtui[parquet]'\n"
     assert not (root / "n.parquet").exists()

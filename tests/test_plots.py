@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
@@ -16,17 +15,11 @@ from click.testing import CliRunner
 
 pytest.importorskip("matplotlib")
 
-from outputs_fixtures import export_json, make_audit_store  # noqa: E402
+from conftest import libraries_loaded_by, run_main  # noqa: E402
+from outputs_fixtures import audit, export_json  # noqa: E402, F401 (audit: the store fixture)
 from reachtui.cli import cli  # noqa: E402
 
 FORMATS = ("pdf", "png", "svg")
-
-
-@pytest.fixture(scope="module")
-def audit(tmp_path_factory):
-    root = tmp_path_factory.mktemp("plots")
-    store, _task, a, b = make_audit_store(root)
-    return root, store, a, b
 
 
 def plot(store, *args):
@@ -197,16 +190,6 @@ def test_files_are_byte_stable(audit):
         assert one.read_bytes() == two.read_bytes(), fmt
 
 
-def _main(argv, capsys):
-    from reachtui.cli import main
-
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code
-    return code, capsys.readouterr().err
-
 
 @pytest.mark.parametrize("args, says", [
     (["plot", "bars", "1", "-o", "x.pdf"], "unknown figure 'bars'"),
@@ -218,15 +201,15 @@ def _main(argv, capsys):
     (["plot", "passk", "99", "-o", "x.pdf"], "no run 99"),
     (["plot", "passk", "1", "--probe", "routes", "-o", "x.pdf"], "has no pass@k curve of probe routes"),
 ])
-def test_bad_requests_are_one_line(audit, capsys, monkeypatch, args, says):
+def test_bad_requests_are_one_line(audit, monkeypatch, args, says):
     root, store, _a, _b = audit
     monkeypatch.chdir(root)
-    code, err = _main([*args, "--store", str(store)], capsys)
+    code, _out, err = run_main([*args, "--store", str(store)])
     assert code == 2 and err.count("\n") == 1 and err.startswith("error: ") and says in err, err
     assert not (root / "x.pdf").exists()
 
 
-def test_a_run_without_a_scan_or_samples_is_one_line(tmp_path, capsys):
+def test_a_run_without_a_scan_or_samples_is_one_line(tmp_path):
     store = tmp_path / "s.sqlite"
     task = tmp_path / "t.jsonl"
     task.write_text('{"id": "a", "question": "1+1?", "answer": "2"}\n')
@@ -234,36 +217,31 @@ def test_a_run_without_a_scan_or_samples_is_one_line(tmp_path, capsys):
     att.write_text('{"question_id": "a", "probe": "realized", "attempt": 0, "output": "2"}\n'
                    '{"question_id": "a", "probe": "routes", "attempt": 0, "output": "3"}\n')
     assert CliRunner().invoke(cli, ["import", str(att), "--task", str(task), "--store", str(store)]).exit_code == 0
-    code, err = _main(["plot", "mlp-scan", "-o", str(tmp_path / "m.pdf"), "--store", str(store)], capsys)
+    code, _out, err = run_main(["plot", "mlp-scan", "-o", str(tmp_path / "m.pdf"), "--store", str(store)])
     assert code == 2 and "has no MLP scan (audit with --mlp-scan)" in err and err.count("\n") == 1
-    code, err = _main(["plot", "passk", "-o", str(tmp_path / "p.pdf"), "--store", str(store)], capsys)
+    code, _out, err = run_main(["plot", "passk", "-o", str(tmp_path / "p.pdf"), "--store", str(store)])
     assert code == 2 and "no pass@k curve" in err and "plot reach" in err
-    code, _err = _main(["plot", "reach", "-o", str(tmp_path / "r.pdf"), "--store", str(store)], capsys)
+    code, _out, _err = run_main(["plot", "reach", "-o", str(tmp_path / "r.pdf"), "--store", str(store)])
     assert code == 0 and (tmp_path / "r.pdf").stat().st_size > 0
 
 
-def test_plot_never_writes_over_the_store(audit, capsys):
+def test_plot_never_writes_over_the_store(audit):
     _root, store, a, _b = audit
     before = store.read_bytes()
-    code, err = _main(["plot", "passk", str(a), "-o", str(store), "--store", str(store)], capsys)
+    code, _out, err = run_main(["plot", "passk", str(a), "-o", str(store), "--store", str(store)])
     assert code == 2 and "is the audit store" in err
     assert store.read_bytes() == before
 
 
-def test_without_matplotlib_the_command_says_which_extra(audit, capsys, monkeypatch):
+def test_without_matplotlib_the_command_says_which_extra(audit, monkeypatch):
     root, store, a, _b = audit
     monkeypatch.setitem(sys.modules, "matplotlib", None)       # import matplotlib fails as if not installed
-    code, err = _main(["plot", "passk", str(a), "-o", str(root / "n.pdf"), "--store", str(store)], capsys)
+    code, _out, err = run_main(["plot", "passk", str(a), "-o", str(root / "n.pdf"), "--store", str(store)])
     assert code == 2 and "pip install 'reachtui[plot]'" in err and err.count("\n") == 1
 
 
 def test_plotting_imports_no_torch_or_textual(audit):
     root, store, a, _b = audit
-    code = ("import sys\nfrom reachtui.cli import main\ntry:\n"
-            f"    main(['plot', 'reach', '{a}', '-o', {str(root / 'mods.pdf')!r}, '--store', {str(store)!r}])\n"
-            "except SystemExit as e:\n    assert not e.code, e.code\n"
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'transformers', 'textual'}))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    argv = ["plot", "reach", str(a), "-o", str(root / "mods.pdf"), "--store", str(store)]
+    assert libraries_loaded_by(argv, {"torch", "transformers", "textual"}) == []
     assert (root / "mods.pdf").exists()

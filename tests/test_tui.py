@@ -676,3 +676,37 @@ async def test_the_app_exports_markdown_and_latex(stored, tmp_path):
         commands["export: questions as Markdown"]()
         text = app.last_export.read_text()
         assert text.startswith("| run | question |") and "_filter: failure set (sample)_" in text
+
+
+def test_printable_shows_what_a_terminal_would_act_on():
+    from reachtui.tui.data import printable
+
+    assert printable("a\x1b[2J\x1b[31mred\x07") == "a\u241b[2J\u241b[31mred\u2407"
+    assert printable("line\r\nnext\rover\ttab") == "line\nnext\u240dover\ttab"
+    assert printable("x\u202egnp.exe\x7f\x9b") == "x\ufffdgnp.exe\u2421\ufffd"
+    assert printable("Sam has 3 apples. 😀 é") == "Sam has 3 apples. 😀 é"
+    assert printable(None) is None and printable(7) == 7
+
+
+async def test_outputs_with_escape_sequences_show_as_signs_not_as_commands(tmp_path):
+    """A model's output or a question may hold escape sequences (clear the screen, recolour) or a CR: the
+    detail pane shows them as visible signs; the store keeps the text as generated."""
+    path = tmp_path / "audit.sqlite"
+    run_id = build_store(path, n=4, k=2, seed=1)
+    evil = "the total is 7\x1b[2J\x1b[31m. #### 7\rgotcha"
+    with Store(path) as s:
+        key = s.run_questions(run_id)[0]["question_id"]
+        s.conn.execute("UPDATE attempts SET text = ? WHERE run_id = ? AND question_id = ? AND probe = 'realized'",
+                       (evil, run_id, key))
+        s.conn.execute("UPDATE questions SET question = question || '\x1b]0;title\x07' WHERE id = ?", (key,))
+        s.conn.commit()
+    app = ReachApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: "syn-00000" in str(app.query_one("#detail-title").render()))
+        default = str(app.query_one("#detail-default").render())
+        question = str(app.query_one("#detail-question").render())
+        assert "\x1b" not in default + question and "\r" not in default
+        assert "7\u241b[2J\u241b[31m. #### 7\u240dgotcha" in default
+        assert question.endswith("\u241b]0;title\u2407")
+    with Store(path, readonly=True) as s:
+        assert s.default_attempt(run_id, key)["text"] == evil

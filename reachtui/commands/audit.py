@@ -15,6 +15,7 @@ import time
 
 import click
 
+from reachtui.commands import numbers
 from reachtui.commands.options import (batch_size_option, mlp_scan_flag, model_access_options, new_option,
                                        placement_options, protocol_options, set_threads, store_option, task_option,
                                        threads_option)
@@ -102,7 +103,7 @@ def print_closing(out, store, run_id: int) -> None:
 @protocol_options
 @mlp_scan_flag
 @store_option
-@click.option("--run", "run_id", type=int, default=None,
+@click.option("--run", "run_id", type=numbers.INT, default=None,
               help="Continue this run (refused if the protocol differs). [default: the latest unfinished "
                    "run of the same model, task, protocol and limit; else, if one is complete, show it; else "
                    "a new run]")
@@ -115,7 +116,7 @@ def print_closing(out, store, run_id: int) -> None:
               help="Generate on Ray workers (one model per GPU, else per --threads CPUs); this process grades "
                    "and stores every attempt. No ADDRESS: start Ray on this machine; auto or HOST:PORT: use "
                    "that running cluster. MODEL must load on every node. Needs reachtui[ray].")
-@click.option("--workers", type=int, default=None,
+@click.option("--workers", type=numbers.INT, default=None,
               help="Ray workers. [default: one per GPU in the cluster, else its CPUs // --threads]")
 @model_access_options
 def audit(model, task_spec, task_name, probes, budget, temperature, seed, limit, mlp_scan, store_path, protocol_file,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from reachtui.commands import numbers
 from reachtui.commands.options import store_option
 from reachtui.errors import ReachError
 from reachtui.output import check_output, write_output
@@ -143,10 +144,10 @@ keep_formulas_option = click.option(
 
 def bootstrap_options(command):
     """--bootstrap B and --bootstrap-seed S (shared by export and compare)."""
-    command = click.option("--bootstrap-seed", "bootstrap_seed", type=click.IntRange(min=0), default=0,
+    command = click.option("--bootstrap-seed", "bootstrap_seed", type=numbers.AsciiIntRange(min=0), default=0,
                            show_default=True, metavar="S",
                            help="Seed of the bootstrap intervals (the same seed repeats them exactly).")(command)
-    return click.option("--bootstrap", "bootstrap", type=click.IntRange(0, MAX_BOOTSTRAP), default=1000,
+    return click.option("--bootstrap", "bootstrap", type=numbers.AsciiIntRange(0, MAX_BOOTSTRAP), default=1000,
                         show_default=True,
                         metavar="B", help="Bootstrap replicates for the 95% intervals of gap, excess, retained "
                                           "and compare's Δs (0: leave those intervals empty).")(command)
@@ -194,10 +195,10 @@ class _TablesHelp(click.Command):
 @click.option("-c", "--column", "columns", multiple=True, metavar="NAME", help="A column to keep (repeatable).")
 @click.option("--columns", "columns_csv", default=None, metavar="A,B", help="Columns to keep, comma-separated.")
 @click.option("--order", default=None, metavar="SQL", help="Order rows, e.g. 'reachable desc'.")
-@click.option("--where-timeout", "where_timeout", type=click.FloatRange(min=0, min_open=True), default=10.0,
+@click.option("--where-timeout", "where_timeout", type=numbers.AsciiFloatRange(min=0, min_open=True), default=10.0,
               show_default=True, metavar="SECONDS", callback=lambda ctx, param, v: _finite(v, "--where-timeout"),
               help="Stop --where/--order SQL that runs longer than this (an endless recursive CTE).")
-@click.option("--limit", type=int, default=None, help="At most this many rows.")
+@click.option("--limit", type=numbers.INT, default=None, help="At most this many rows.")
 @click.option("--no-headers", is_flag=True, help="Omit the header row (csv, tsv, md, latex).")
 @click.option("--ci", "ci", type=click.Choice(["column", "inline"]), default="column", show_default=True,
               help="md, latex, table: each 95% interval in its own column (\"X CI\"), or inline beside its value "

@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import click
 
+from reachtui.commands import numbers
 from reachtui.commands.options import deployment_options, model_access_options, placement_options, protocol_file_option
 from reachtui.errors import ReachError
 
@@ -26,11 +27,11 @@ from reachtui.errors import ReachError
 @click.option("--route", "route_spec", default=None, metavar="SPEC",
               help="Layers to run, in order, e.g. 0-3,3,5-11 (layer 4 skipped, 3 repeated). Default: all.")
 @click.option("--silence", default=None, metavar="LAYERS", help="Zero the MLP output of these layers, e.g. 3,5.")
-@click.option("--temperature", type=float, default=None, help="0 = greedy [default: the protocol's, 0].")
-@click.option("--top-p", "top_p", type=float, default=None, help="[default: the protocol's, 1.0]")
-@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=None,
+@click.option("--temperature", type=numbers.FLOAT, default=None, help="0 = greedy [default: the protocol's, 0].")
+@click.option("--top-p", "top_p", type=numbers.FLOAT, default=None, help="[default: the protocol's, 1.0]")
+@click.option("--seed", type=numbers.AsciiIntRange(0, 2**63 - 1), default=None,
               help="Sampling seed, ignored when greedy [default: the protocol's, 0].")
-@click.option("--max-new-tokens", "max_new_tokens", type=int, default=None,
+@click.option("--max-new-tokens", "max_new_tokens", type=numbers.INT, default=None,
               help="[default: the protocol's, 48]")
 @protocol_file_option
 @deployment_options

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import click
 
+from reachtui.commands import numbers
 from reachtui.commands.options import store_option
 
 
@@ -28,7 +29,7 @@ from reachtui.commands.options import store_option
               help="lm-eval: read this filter's rows (default: the first filter seen for each doc).")
 @click.option("--protocol", "protocol_path", default=None, metavar="FILE.toml",
               help="The protocol the generations were made under (makes the run comparable with audits).")
-@click.option("--realized-epoch", type=int, default=None, metavar="N",
+@click.option("--realized-epoch", type=numbers.INT, default=None, metavar="N",
               help="inspect: the epoch read as the realized output (default 1); all epochs are sample attempts.")
 def import_(file, task_spec, fmt, model, store_path, answer_format, filter_name, protocol_path,
             realized_epoch) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import click
 
+from reachtui.commands import numbers
 from reachtui.commands.options import (batch_size_option, mlp_scan_choice, model_access_options, new_option,
                                        placement_options, protocol_options, set_threads, store_option, task_option,
                                        threads_option)
@@ -67,7 +68,7 @@ def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_s
 @click.argument("model", required=False)
 @task_option(default="demo", note=" Used with MODEL.")
 @store_option
-@click.option("--run", "run_id", type=int, default=None, help="Browse this run of the store.")
+@click.option("--run", "run_id", type=numbers.INT, default=None, help="Browse this run of the store.")
 @protocol_options
 @mlp_scan_choice
 @new_option("Start a new audit run even if one matches.")

@@ -4,8 +4,9 @@
 revision), `protocol_file_option` and `deployment_options` (the protocol's deployment fields as flags) serve
 audit, open (and serve, which takes open's) and generate; `protocol_options`, the `--mlp-scan` forms and the
 single options below serve audit and open. The checks (`at_least_one`, `set_threads`, `protocol_of`,
-`pick_mlp_scan`) turn option values into what the engine takes, or one `ReachError` line. Help that names probes is written from the probe registry when help is shown, so
-`reachtui --help` imports nothing beyond click.
+`pick_mlp_scan`) turn option values into what the engine takes, or one `ReachError` line. Help that names
+probes, presets or answer formats is written when help is shown, so `reachtui --help` imports nothing
+beyond click.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 import click
 
+from reachtui.commands import numbers
 from reachtui.errors import ReachError
 
 
@@ -129,21 +131,22 @@ deployment_options = _stack(
 #: --probes, --budget/-k, --temperature, --seed, --max-new-tokens, --protocol, the deployment flags, --limit.
 protocol_options = _stack(
     _late("--probes", default=None, late_help=_probes_help),
-    click.option("--budget", "-k", type=int, default=None, help="K: attempts per question for every probe."),
-    click.option("--temperature", type=float, default=None, help="Temperature of the sample probe."),
-    click.option("--seed", type=int, default=None, help="The protocol's seed."),
-    click.option("--max-new-tokens", type=int, default=None, help="Generation length limit (protocol)."),
+    click.option("--budget", "-k", type=numbers.INT, default=None, help="K: attempts per question for every probe."),
+    click.option("--temperature", type=numbers.FLOAT, default=None, help="Temperature of the sample probe."),
+    click.option("--seed", type=numbers.INT, default=None, help="The protocol's seed."),
+    click.option("--max-new-tokens", type=numbers.INT, default=None, help="Generation length limit (protocol)."),
     protocol_file_option,
     deployment_options,
-    click.option("--limit", type=int, default=None, help="Audit only the first N questions."),
+    click.option("--limit", type=numbers.INT, default=None, help="Audit only the first N questions."),
 )
 
 
 def task_option(*, default: str | None = None, note: str = ""):
     """--task (required unless a `default` is given; `note` is appended to the help) and --task-name."""
     return _stack(
-        click.option("--task", "task_spec", required=default is None, default=default,
-                     show_default=default is not None,
+        # no `default=None` beside required=True: click 8.5 takes an explicit None as given, not missing
+        click.option("--task", "task_spec", metavar="TASK",
+                     **({"required": True} if default is None else {"default": default, "show_default": True}),
                      help="`demo` or a JSONL file (GSM8K's `#### N` understood)." + note),
         click.option("--task-name", "task_name", default=None, metavar="NAME",
                      help="What to call a JSONL task in the store and the tables [default: the file's stem, "
@@ -155,7 +158,7 @@ store_option = click.option("--store", "store_path", metavar="PATH", default=Non
                             help="Audit store [default: $REACHTUI_STORE or ./store/reachtui.sqlite].")
 
 batch_size_option = click.option(
-    "--batch-size", type=int, default=None,
+    "--batch-size", type=numbers.INT, default=None,
     help="Prompts per generation job. [default: the run's own when resuming, else 64 on a CPU and what the "
          "GPU's free memory holds]")
 
@@ -167,7 +170,7 @@ def new_option(help: str):
 
 def threads_option(more: str):
     """--threads, with the command's own default (and anything else) said in `more`."""
-    return click.option("--threads", type=int, default=None,
+    return click.option("--threads", type=numbers.INT, default=None,
                         help="CPU threads for the model (sets OMP_NUM_THREADS before torch loads). " + more)
 
 

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import click
 
+from reachtui.commands import numbers
 from reachtui.commands.export import bootstrap_options, open_store, store_path_of
+from reachtui.commands.options import store_option
 from reachtui.errors import ReachError
 
 
@@ -36,13 +38,12 @@ def figure_format(output: str, fmt: str | None) -> str:
 @click.argument("runs", nargs=-1, metavar="[RUN]...")
 @click.option("-o", "--output", required=True, metavar="FILE", help="The figure: FILE.pdf, FILE.png or FILE.svg "
                                                                   "(written atomically).")
-@click.option("--store", "store_path", metavar="PATH", default=None,
-              help="Audit store (default: $REACHTUI_STORE or ./store/reachtui.sqlite).")
+@store_option
 @click.option("--probe", "probes", multiple=True, metavar="PROBE",
               help="Show only this probe (repeatable; default: every probe the runs have).")
 @click.option("--format", "-f", "fmt", default=None, metavar="FORMAT",
               help="pdf, png or svg (default: from the -o file's suffix).")
-@click.option("--dpi", type=click.IntRange(50, 1200), default=300, show_default=True,
+@click.option("--dpi", type=numbers.AsciiIntRange(50, 1200), default=300, show_default=True,
               help="Resolution of a PNG.")
 @click.option("--allow-unmatched", is_flag=True,
               help="compare only: compare runs whose protocols differ (the figure is marked).")

@@ -10,6 +10,7 @@ import sys
 
 import click
 
+from reachtui.commands import numbers
 from reachtui.errors import ReachError
 
 
@@ -18,7 +19,7 @@ from reachtui.errors import ReachError
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on. Anything but loopback lets other machines open the app (and run the "
                    "model): a warning is printed.")
-@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True, help="Port to listen on.")
+@click.option("--port", type=numbers.AsciiIntRange(1, 65535), default=8000, show_default=True, help="Port to listen on.")
 @click.pass_context
 def serve(ctx, host, port):
     """Serve the app to a web browser: `reachtui open` with the same MODEL and options (--store, --run,

@@ -7,6 +7,7 @@ decided here: `correct` comes from the graded attempts, failure sets are the fro
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,7 +45,34 @@ class RunInfo:
 
     @property
     def label(self) -> str:
-        return f"run {self.id} · {self.model} · {self.task} · {self.protocol_hash[:8]} · {self.status}"
+        return printable(f"run {self.id} · {self.model} · {self.task} · {self.protocol_hash[:8]} · {self.status}")
+
+
+#: Characters a terminal would act on rather than show: C0 and C1 controls but newline and tab, DEL, and the
+#: bidirectional overrides and isolates (text that reads in another order than it is stored).
+_UNSHOWN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _picture(m: re.Match) -> str:
+    c = ord(m.group())
+    if c < 0x20:
+        return chr(0x2400 + c)          # the Control Pictures block: ␀ … ␟ (an ESC shows as ␛)
+    return "\u2421" if c == 0x7F else "\ufffd"
+
+
+def printable(value: Any) -> Any:
+    """`value` as the app shows it: a model's output, a question or an id from a file may carry escape
+    sequences, CRs or bidi overrides that would move the cursor, recolour or reorder the screen; each shows
+    as a visible sign instead (CRLF as a newline). Anything but a string is returned as it is."""
+    if not isinstance(value, str):
+        return value
+    return _UNSHOWN.sub(_picture, value.replace("\r\n", "\n"))
+
+
+def printable_row(row: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A row as the screen shows it, every string in it `printable` (the row itself stays as read: a live
+    run renders its prompt from the question as stored)."""
+    return None if row is None else {k: printable(v) for k, v in row.items()}
 
 
 def first_line(text: str, limit: int = 300) -> str:
@@ -130,7 +158,7 @@ class AuditData:
         for key, qid, question in self.store.question_texts(run.id):
             entry = agg.get(key)
             reach, first, complete = (tuple(entry[0]), tuple(entry[1]), tuple(entry[2])) if entry else empty
-            out.append(QRow(key, qid, first_line(question), done.get(key), reach, first, complete))
+            out.append(QRow(key, qid, printable(first_line(question)), done.get(key), reach, first, complete))
         return out
 
     # ---- a comparison of two runs ---------------------------------------------------------------------
@@ -143,7 +171,7 @@ class AuditData:
         out = []
         for qid, (ra, rb, _ha, _hb) in (comparison.status or {}).items():
             cats = tuple(CATEGORIES.get(comparison.cell_of(qid, "reachable", p)) for p in comparison.probes)
-            out.append(CRow(qid, qid, first_line(text.get(qid, "")), (ra, rb), cats))
+            out.append(CRow(qid, qid, printable(first_line(text.get(qid, ""))), (ra, rb), cats))
         return out
 
     def compare_detail(self, comparison, qid: str) -> dict[str, Any]:
@@ -156,10 +184,11 @@ class AuditData:
                 out["runs"].append(None)
                 continue
             key, question, gold = row
-            out.setdefault("question", question)
+            out.setdefault("question", printable(question))
             out.setdefault("gold", gold)
             hits = self.store.probe_tallies(run["run"], key)
-            out["runs"].append(dict(run=run["run"], model=run["model"], default=self.default_attempt(run["run"], key),
+            default = printable_row(self.default_attempt(run["run"], key))    # shown, never run again
+            out["runs"].append(dict(run=run["run"], model=run["model"], default=default,
                                     hits={p: hits.get(p) for p in comparison.probes}))
         return out
 

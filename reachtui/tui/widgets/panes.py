@@ -11,7 +11,7 @@ from textual.widgets import Collapsible, ProgressBar, Static
 
 from reachtui.outcomes import gap
 from reachtui.tables.formats import human_value
-from reachtui.tui.data import RunInfo
+from reachtui.tui.data import RunInfo, printable_row
 from reachtui.tui.state import Counters
 from reachtui.tui.diff import same_text, word_diff
 
@@ -143,8 +143,8 @@ class DetailPane(VerticalScroll):
 
     def show(self, question: dict[str, Any] | None, default: dict[str, Any] | None,
              hits: list[dict[str, Any]]) -> None:
-        with self.app.batch_update():
-            self._show(question, default, hits)
+        with self.app.batch_update():      # text from models and files, shown without its control characters
+            self._show(printable_row(question), printable_row(default), [printable_row(h) for h in hits])
 
     def _show(self, question: dict[str, Any] | None, default: dict[str, Any] | None,
               hits: list[dict[str, Any]]) -> None:
@@ -209,6 +209,7 @@ class LivePane(Static):
     def result(self, r: dict[str, Any]) -> None:
         """r: qid, gold, intervention (text), default_text/answer/correct (or None), text, answer,
         correct, route, silenced, new_tokens, seconds."""
+        r = printable_row(r)
         t = Text()
         t.append(f"live run on {r['qid']}", style="bold")
         t.append(f"  {r['intervention']}\n", style="bold magenta")
