@@ -71,6 +71,17 @@ def test_identity_route_equals_the_merged_models_generate(adapter):
     ours = Runner(loaded).generate(prompts, decoding=Decoding(max_new_tokens=24))
     merged, tok = merged_reference(adapter)
     assert [g.token_ids for g in ours] == greedy(merged, tok, prompts, 24)
+    # MLP 3 silenced: the merged model with that block's output zeroed by hand
+    from reachtui.intervention import Intervention
+
+    runner = Runner(loaded)
+    silenced = runner.generate(prompts, runner.resolve(Intervention.parse(None, "3", loaded.arch.num_layers)),
+                               decoding=Decoding(max_new_tokens=24))
+    hook = merged.model.layers[3].mlp.register_forward_hook(lambda module, args, out: torch.zeros_like(out))
+    try:
+        assert [g.token_ids for g in silenced] == greedy(merged, tok, prompts, 24) != [g.token_ids for g in ours]
+    finally:
+        hook.remove()
     # the adapter changed the model: the base's greedy tokens are not these
     base = load_model("demo", device="cpu")
     assert [g.token_ids for g in Runner(base).generate(prompts, decoding=Decoding(max_new_tokens=24))] != \

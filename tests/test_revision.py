@@ -88,6 +88,9 @@ def test_bad_revisions_are_one_line(hub, tmp_path):
          "--revision main: 'demo' is not a Hugging Face id (a bundled model or a directory has no revisions)"),
         (["generate", "org/tiny@v2", "1 + 1?", "--revision", "main"],
          "--revision main: 'org/tiny@v2' already names a revision"),
+        (["generate", "org/tiny@../../models--org--tiny/refs/v2", "1 + 1?"],
+         f"model 'org/tiny' at revision '../../models--org--tiny/refs/v2' not found: not a directory, and the Hugging "
+         f"Face cache at {cache} holds only main, v2, {MAIN[:12]}, {V2[:12]} (pass --allow-download to fetch it)"),
         (["open", "--revision", "main", "--store", str(tmp_path / "s.sqlite")],
          "--revision names a revision of MODEL: give MODEL"),
     ):

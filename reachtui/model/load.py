@@ -75,6 +75,8 @@ def find_in_cache(repo_id: str, cache: Path | None = None, revision: str | None 
     if not snapshots.is_dir():
         return None
     if revision is not None:
+        if ".." in Path(revision).parts or revision.startswith("/"):
+            return None                   # a revision names a ref or a commit, never a path out of the cache
         ref = repo_dir / "refs" / revision
         commit = ref.read_text().strip() if ref.is_file() else revision
         candidate = snapshots / commit
