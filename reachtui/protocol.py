@@ -542,10 +542,13 @@ def protocol_from_options(
     chat: bool | None = None,
     system: str | None = None,
     template: str | None = None,
+    stop: Sequence[str] | None = None,
+    fewshot: Sequence[tuple[str, str]] | None = None,
 ) -> Protocol:
     """Apply the audit/open commands' flags to `base` (None = keep). `probes` is "realized,sample,routes"
     ("realized" always runs, listing it is optional); a listed probe keeps its settings from `base`;
-    `budget` sets K for every probe; `temperature`/`top_p` set the `sample` probe's decoding."""
+    `budget` sets K for every probe; `temperature`/`top_p` set the `sample` probe's decoding. `chat` without
+    a `template` switches the default template with it (plain: DEFAULT_TEMPLATE, chat: the bare question)."""
     changes: dict[str, Any] = {}
     specs = list(base.probes)
     if probes is not None:
@@ -571,9 +574,12 @@ def protocol_from_options(
             specs = [replace(p, **{key: v}) if p.name == registry.SAMPLE.name else p for p in specs]
     changes["probes"] = tuple(specs)
     for key, v in (("seed", seed), ("max_new_tokens", max_new_tokens), ("answer_format", answer_format),
-                   ("routes_mode", routes_mode), ("chat", chat), ("system", system), ("template", template)):
+                   ("routes_mode", routes_mode), ("chat", chat), ("system", system), ("template", template),
+                   ("stop", stop), ("fewshot", fewshot)):
         if v is not None:
             changes[key] = v
     if chat and template is None and base.template == DEFAULT_TEMPLATE:
         changes["template"] = CHAT_TEMPLATE
+    if chat is False and template is None and base.chat and base.template == CHAT_TEMPLATE:
+        changes["template"] = DEFAULT_TEMPLATE
     return replace(base, **changes)

@@ -56,8 +56,10 @@ def test_every_console_block_runs_as_printed_in_order_in_a_fresh_folder(tmp_path
         assert (tmp_path / figure).stat().st_size > 1000, figure
     assert not (tmp_path / "passk.jpg").exists() and not (tmp_path / "summary.xlsx").exists()
     runs = run("reachtui runs", tmp_path).stdout
-    assert [line.split()[1] for line in runs.splitlines() if re.match(r"\s+\d+ ", line)] == [
-        "base", "tuned", "samples_demo", "inspect-demo", "demo", "base-again"]   # the imports and the one audit
+    names = [line.split()[1] for line in runs.splitlines() if re.match(r"\s+\d+ ", line)]
+    assert names[:6] == ["base", "tuned", "samples_demo", "inspect-demo", "demo", "base-again"]  # imports, an audit
+    assert names[6].startswith("demo+/") and names[7:] == ["demo"]     # the LoRA adapter's audit, the preset's
+    assert (tmp_path / "demo-lora" / "adapter_config.json").is_file()
     for block in re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S):
         done = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True)
         assert done.returncode == 0, block + done.stderr

@@ -120,19 +120,23 @@ def print_closing(out, store, run_id: int) -> None:
               help="Ray workers. [default: one per GPU in the cluster, else its CPUs // --threads]")
 @model_access_options
 def audit(model, task_spec, task_name, probes, budget, temperature, seed, limit, mlp_scan, store_path, protocol_file,
-          run_id, new_run, device, dtype, device_map, offload_folder, batch_size, max_new_tokens, threads,
-          ray_address, workers, trust_remote_code, allow_download, allow_pickle, allow_missing_weights):
+          chat, system, template, answer_format, stops, fewshot_file, run_id, new_run, device, dtype, device_map,
+          offload_folder, batch_size, max_new_tokens, threads, ray_address, workers, revision, trust_remote_code,
+          allow_download, allow_pickle, allow_missing_weights):
     """Audit MODEL on TASK: realized (default decoding) vs reachable (some attempt of a probe) per
-    question; every attempt stored, resumable. MODEL is `demo`, a directory, or a cached HF id.
+    question; every attempt stored, resumable. MODEL is `demo`, a directory, a PEFT adapter directory, or a
+    cached HF id.
 
     Repeating the command of a complete run shows that run (nothing is generated); --new starts another."""
     from rich.console import Console
 
+    from reachtui.commands.options import deployment
     from reachtui.engine.audit import check_given_run, completed_audit, holds_scan, run_audit
-    from reachtui.model.load import model_name
+    from reachtui.model.load import model_name, with_revision
     from reachtui.store import Store
 
     set_threads(threads)
+    model = with_revision(model, revision)
     if run_id is not None and new_run:
         raise ReachError("--run and --new contradict each other")
     if ray_address is not None:
@@ -147,7 +151,9 @@ def audit(model, task_spec, task_name, probes, budget, temperature, seed, limit,
     placement(device, device_map, offload_folder)     # before the store is touched
     settings = audit_settings(task_spec=task_spec, task_name=task_name, protocol_file=protocol_file, probes=probes,
                               budget=budget, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
-                              limit=limit, batch_size=batch_size, mlp_scan=mlp_scan, explicit_scan=True)
+                              limit=limit, batch_size=batch_size, mlp_scan=mlp_scan, explicit_scan=True,
+                              deployed=deployment(chat=chat, system=system, template=template,
+                                                  answer_format=answer_format, stops=stops, fewshot_file=fewshot_file))
     protocol, task, mlp_scan = settings.protocol, settings.task, settings.mlp_scan
     store = Store(store_path)
     click.get_current_context().call_on_close(store.close)
@@ -166,7 +172,7 @@ def audit(model, task_spec, task_name, probes, budget, temperature, seed, limit,
         return
     if done is not None:          # complete, but without the MLP scan asked for: add it to that run
         run_id = done
-    loadable(model, protocol, allow_download=allow_download, allow_pickle=allow_pickle,
+    loadable(model, protocol.max_new_tokens, allow_download=allow_download, allow_pickle=allow_pickle,
              allow_missing_weights=allow_missing_weights)
 
     err = Console(stderr=True)

@@ -17,7 +17,7 @@ from dataclasses import replace
 import click
 
 from reachtui.commands import numbers
-from reachtui.commands.options import model_access_options, placement_options
+from reachtui.commands.options import deployment_options, model_access_options, placement_options, protocol_file_option
 from reachtui.errors import ReachError
 
 
@@ -33,25 +33,27 @@ from reachtui.errors import ReachError
               help="Sampling seed, ignored when greedy [default: the protocol's, 0].")
 @click.option("--max-new-tokens", "max_new_tokens", type=numbers.INT, default=None,
               help="[default: the protocol's, 48]")
-@click.option("--stop", "stops", multiple=True, metavar="STR",
-              help="Stop at this string (cut from the text); repeatable. \\n is a newline. [default: the "
-                   "protocol's; none with --raw]")
-@click.option("--protocol", "protocol_file", default=None, metavar="FILE.toml",
-              help="Render and decode as this protocol does (e.g. `reachtui protocol RUN > p.toml`: as the app "
-                   "does on that run) [default: the default protocol].")
+@protocol_file_option
+@deployment_options
 @click.option("--raw", is_flag=True, help="Send PROMPT as given: no template, no stop strings unless --stop.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @placement_options
 @model_access_options
-def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_new_tokens, stops, protocol_file,
-             raw, as_json, device, dtype, device_map, offload_folder, trust_remote_code, allow_download, allow_pickle,
-             allow_missing_weights):
-    """Generate from PROMPT with MODEL (demo, a directory, or a cached Hugging Face id) and print the text
-    and the extracted answer. PROMPT is a question, put in the protocol's prompt and decoded as the app's
-    live run decodes it (enter in `reachtui open`); --raw sends it as given."""
-    from reachtui.protocol import Protocol, load_protocol_file
+def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_new_tokens, protocol_file, chat, system,
+             template, answer_format, stops, fewshot_file, raw, as_json, device, dtype, device_map, offload_folder,
+             revision, trust_remote_code, allow_download, allow_pickle, allow_missing_weights):
+    """Generate from PROMPT with MODEL (demo, a directory, a PEFT adapter directory, or a cached Hugging Face
+    id) and print the text and the extracted answer. PROMPT is a question, put in the protocol's prompt (the
+    protocol file or preset with the deployment flags on top, as audit and open take them) and decoded as the
+    app's live run decodes it (enter in `reachtui open`); --raw sends it as given."""
+    from reachtui.commands.options import deployment, protocol_of
+    from reachtui.commands.preflight import loadable
+    from reachtui.model.load import with_revision
 
-    proto = load_protocol_file(protocol_file) if protocol_file else Protocol()
+    model = with_revision(model, revision)
+    deployed = deployment(chat=chat, system=system, template=template, answer_format=answer_format, stops=stops,
+                          fewshot_file=fewshot_file)
+    proto = protocol_of(protocol_file, deployed=deployed)
     temperature = proto.temperature if temperature is None else temperature
     top_p = proto.top_p if top_p is None else top_p
     seed = proto.seed if seed is None else seed
@@ -67,10 +69,7 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
                          f"for greedy decoding")
     if not 0.0 < top_p <= 1.0:
         raise ReachError("--top-p must be in (0, 1]")
-    if any(not s for s in stops):
-        raise ReachError("--stop '': a stop string must not be empty (it would stop before the first token)")
-    from reachtui.model.load import (check_layers, check_positions, check_weights, config_position_limit,
-                                     load_model, resolve_model)
+    from reachtui.model.load import load_model
     from reachtui.intervention import Intervention
     from reachtui.routes import check_syntax
 
@@ -79,20 +78,18 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
         check_syntax(route_spec, "route")
     if silence is not None and silence.strip().lower() not in ("", "none"):
         check_syntax(silence, "silenced layers")
-    check_weights(resolve_model(model, allow_download=allow_download), model, allow_pickle)
-    check_layers(resolve_model(model, allow_download=allow_download), model, allow_missing_weights)
-    check_positions(config_position_limit(model, allow_download=allow_download), max_new_tokens)
+    loadable(model, max_new_tokens, allow_download=allow_download, allow_pickle=allow_pickle,
+             allow_missing_weights=allow_missing_weights)
     loaded = load_model(model, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
                         allow_download=allow_download, device_map=device_map, offload_folder=offload_folder,
                         allow_pickle=allow_pickle, allow_missing_weights=allow_missing_weights)
     n = loaded.arch.num_layers
     intervention = Intervention.parse(route_spec, silence, n)
-    stop = tuple(s.replace("\\n", "\n") for s in stops)
+    stop = deployed.get("stop", ())        # --raw: only the --stop strings given
     text_in = prompt
     if not raw:
         text_in = proto.render_prompt(prompt, loaded.tokenizer)
-        if not stops:
-            stop = tuple(proto.stop)
+        stop = tuple(proto.stop)
 
     from reachtui.grading import extract_answer
     from reachtui.generation import Decoding

@@ -86,18 +86,24 @@ def open_(**options):
     """Open the app: browse an audit question by question, filter failure sets, silence MLP blocks or
     edit the layer route of a question and see the answer change, apply that to a whole set.
 
-    With MODEL (`demo`, a directory, or a cached HF id) the audit runs in the background unless the
+    With MODEL (`demo`, a directory, a PEFT adapter directory, or a cached HF id) the audit runs in the background unless the
     store already has a finished run for it; without MODEL, browse the store (no model is loaded)."""
     prepare(**options)()
 
 
 def prepare(model, task_spec, task_name, store_path, run_id, probes, budget, temperature, seed, limit, mlp_scan,
-            protocol_file, max_new_tokens, new_run, device, dtype, device_map, offload_folder, batch_size, threads,
-            trust_remote_code, allow_download, allow_pickle, allow_missing_weights, compare, allow_unmatched, keymap_file):
+            protocol_file, chat, system, template, answer_format, stops, fewshot_file, max_new_tokens, new_run, device,
+            dtype, device_map, offload_folder, batch_size, threads, revision, trust_remote_code, allow_download,
+            allow_pickle, allow_missing_weights, compare, allow_unmatched, keymap_file):
     """Every check `open` makes of its options before any UI (`serve` makes them too, before serving): one
     line for a bad one. Returns what starts the app."""
+    from reachtui.commands.options import deployment
+    from reachtui.model.load import with_revision
     from reachtui.store import default_store_path
 
+    if revision is not None and model is None:
+        raise ReachError("--revision names a revision of MODEL: give MODEL")
+    model = with_revision(model, revision) if model is not None else None
     set_threads(threads, interactive=True)   # torch loads later, in a worker: the environment is read then
     path = Path(store_path) if store_path else default_store_path()
     placement(device, device_map, offload_folder)     # one line now, not a notification in the app
@@ -124,10 +130,12 @@ def prepare(model, task_spec, task_name, store_path, run_id, probes, budget, tem
 
     settings = audit_settings(task_spec=task_spec, task_name=task_name, protocol_file=protocol_file, probes=probes,
                               budget=budget, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
-                              limit=limit, batch_size=batch_size, mlp_scan=mlp_scan, explicit_scan=False)
+                              limit=limit, batch_size=batch_size, mlp_scan=mlp_scan, explicit_scan=False,
+                              deployed=deployment(chat=chat, system=system, template=template,
+                                                  answer_format=answer_format, stops=stops, fewshot_file=fewshot_file))
     protocol, task, mlp_scan = settings.protocol, settings.task, settings.mlp_scan
     # a missing model, pickled weights, a --max-new-tokens over its positions: one line now, not in the app
-    loadable(model, protocol, allow_download=allow_download, allow_pickle=allow_pickle,
+    loadable(model, protocol.max_new_tokens, allow_download=allow_download, allow_pickle=allow_pickle,
              allow_missing_weights=allow_missing_weights)
     from reachtui.store import Store
 

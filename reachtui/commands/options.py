@@ -1,10 +1,12 @@
 """Click options that several commands share, each declared once, and the checks of their values.
 
-`placement_options` (where the model runs) serves audit, open and generate; `protocol_options`, the
-`--mlp-scan` forms and the single options below serve audit and open. The checks (`at_least_one`,
-`set_threads`, `protocol_of`, `pick_mlp_scan`) turn option values into what the engine takes, or one
-`ReachError` line. Help that names probes is written from the probe registry when help is shown, so
-`reachtui --help` imports nothing beyond click.
+`placement_options` (where the model runs), `model_access_options` (what may be loaded, and which
+revision), `protocol_file_option` and `deployment_options` (the protocol's deployment fields as flags) serve
+audit, open (and serve, which takes open's) and generate; `protocol_options`, the `--mlp-scan` forms and the
+single options below serve audit and open. The checks (`at_least_one`, `set_threads`, `protocol_of`,
+`pick_mlp_scan`) turn option values into what the engine takes, or one `ReachError` line. Help that names
+probes, presets or answer formats is written when help is shown, so `reachtui --help` imports nothing
+beyond click.
 """
 
 from __future__ import annotations
@@ -61,8 +63,11 @@ placement_options = _stack(
                  help="Where a device map offloads weights to disk."),
 )
 
-#: --trust-remote-code, --allow-download, --allow-pickle, --allow-missing-weights.
+#: --revision, --trust-remote-code, --allow-download, --allow-pickle, --allow-missing-weights.
 model_access_options = _stack(
+    click.option("--revision", default=None, metavar="REV",
+                 help="A branch, tag or commit of a Hugging Face id (from the local cache unless --allow-download); "
+                      "the run calls the model ID@REV."),
     click.option("--trust-remote-code", is_flag=True, help="Allow the model's own code (off by default)."),
     click.option("--allow-download", is_flag=True, help="Fetch the model from the Hugging Face hub if not cached."),
     click.option("--allow-pickle", is_flag=True,
@@ -85,15 +90,53 @@ def _probes_help() -> str:
             f"[default: the protocol's, {','.join(p.name for p in Protocol().probes)}]")
 
 
-#: --probes, --budget/-k, --temperature, --seed, --max-new-tokens, --protocol, --limit.
+def _presets_help() -> str:
+    from reachtui.presets import preset_names
+
+    return (f"A TOML protocol file, or a preset: {', '.join(preset_names())} (`reachtui protocol --presets`); the "
+            f"flags override its fields.")
+
+
+#: --protocol FILE.toml|PRESET: the one declaration (audit, open, generate).
+protocol_file_option = _late("--protocol", "protocol_file", default=None, metavar="FILE|PRESET",
+                             late_help=_presets_help)
+
+
+def _formats_help() -> str:
+    from reachtui.grading import FORMATS
+
+    return f"How the answer is read and graded: {'|'.join(FORMATS)} [default: the protocol's, number]."
+
+
+#: The protocol's deployment fields as flags (audit, open, serve, generate), applied by `protocol_of` on top of
+#: the protocol file or preset: --chat/--no-chat, --system, --template, --answer-format, --stop, --fewshot.
+deployment_options = _stack(
+    click.option("--chat/--no-chat", "chat", default=None,
+                 help="Render prompts with the tokenizer's chat template [default: the protocol's, no]."),
+    click.option("--system", default=None, metavar="TEXT", help="A system prompt (chat), or the text that opens "
+                                                                  "the prompt (plain)."),
+    click.option("--template", default=None, metavar="TEXT",
+                 help="The prompt, with {question} where the question goes, taken as given (backslashes stay: "
+                      "LaTeX is safe; a newline is a newline, e.g. $'...' in bash) [default: the protocol's, "
+                      "'Question: {question}\\nAnswer:']."),
+    _late("--answer-format", "answer_format", default=None, metavar="FORMAT", late_help=_formats_help),
+    click.option("--stop", "stops", multiple=True, metavar="STR",
+                 help="Stop at this string (cut from the text); repeatable, replaces the protocol's. \\n is a "
+                      "newline. [default: the protocol's, a newline]"),
+    click.option("--fewshot", "fewshot_file", default=None, metavar="FILE.jsonl",
+                 help="Worked examples before each question: JSON lines with question and answer (e.g. GSM8K "
+                      "rows, whose answer is the worked solution)."),
+)
+
+#: --probes, --budget/-k, --temperature, --seed, --max-new-tokens, --protocol, the deployment flags, --limit.
 protocol_options = _stack(
     _late("--probes", default=None, late_help=_probes_help),
     click.option("--budget", "-k", type=numbers.INT, default=None, help="K: attempts per question for every probe."),
     click.option("--temperature", type=numbers.FLOAT, default=None, help="Temperature of the sample probe."),
     click.option("--seed", type=numbers.INT, default=None, help="The protocol's seed."),
     click.option("--max-new-tokens", type=numbers.INT, default=None, help="Generation length limit (protocol)."),
-    click.option("--protocol", "protocol_file", type=click.Path(dir_okay=False), default=None,
-                 help="A TOML protocol file; the flags above override its fields."),
+    protocol_file_option,
+    deployment_options,
     click.option("--limit", type=numbers.INT, default=None, help="Audit only the first N questions."),
 )
 
@@ -202,14 +245,46 @@ def set_threads(threads: int | None, *, interactive: bool = False) -> None:
         sys.modules["torch"].set_num_threads(threads)
 
 
-def protocol_of(protocol_file: str | None, *, probes: str | None, budget: int | None, temperature: float | None,
-                seed: int | None, max_new_tokens: int | None):
-    """The protocol of `protocol_options`: the file's (or the default one) with the flags applied."""
-    from reachtui.protocol import Protocol, load_protocol_file, protocol_from_options
+def deployment(*, chat: bool | None = None, system: str | None = None, template: str | None = None,
+               answer_format: str | None = None, stops: Sequence[str] = (), fewshot_file: str | None = None) -> dict:
+    """`deployment_options`' values as the protocol's fields (None or absent: keep the protocol's): --stop's
+    `\\n` made a newline, --fewshot's file read into [question, answer] pairs."""
+    if any(not s for s in stops):
+        raise ReachError("--stop '': a stop string must not be empty (it would stop before the first token)")
+    fields = dict(chat=chat, system=system, template=template, answer_format=answer_format,
+                  stop=tuple(s.replace("\\n", "\n") for s in stops) or None,
+                  fewshot=read_fewshot(fewshot_file) if fewshot_file is not None else None)
+    return {k: v for k, v in fields.items() if v is not None}
 
-    base = load_protocol_file(protocol_file) if protocol_file else Protocol()
+
+def read_fewshot(path: str) -> tuple[tuple[str, str], ...]:
+    """--fewshot FILE: one JSON object a line with a text `question` and `answer` (other fields ignored)."""
+    from pathlib import Path
+
+    from reachtui.jsonl import objects
+
+    pairs = []
+    for n, row in objects(Path(path), f"--fewshot {path}"):
+        q, a = row.get("question"), row.get("answer")
+        if not (isinstance(q, str) and isinstance(a, str)):
+            raise ReachError(f"--fewshot {path}: line {n}: needs a text question and answer")
+        pairs.append((q, a))
+    if not pairs:
+        raise ReachError(f"--fewshot {path}: no examples in it")
+    return tuple(pairs)
+
+
+def protocol_of(protocol_file: str | None, *, probes: str | None = None, budget: int | None = None,
+                temperature: float | None = None, seed: int | None = None, max_new_tokens: int | None = None,
+                deployed: dict | None = None):
+    """The protocol of `protocol_options`: the file's or preset's (or the default one) with the flags applied,
+    the deployment flags (`deployment(...)`) among them. The one place a command's flags meet the protocol."""
+    from reachtui.presets import load_protocol
+    from reachtui.protocol import Protocol, protocol_from_options
+
+    base = load_protocol(protocol_file) if protocol_file else Protocol()
     return protocol_from_options(base, probes=probes, budget=budget, temperature=temperature, seed=seed,
-                                 max_new_tokens=max_new_tokens)
+                                 max_new_tokens=max_new_tokens, **(deployed or {}))
 
 
 def pick_mlp_scan(choice: str | None, probes: Sequence[str], *, explicit: bool) -> str | None:

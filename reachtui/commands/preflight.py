@@ -3,7 +3,7 @@ loads, the store is written or a UI starts: one line for a bad one, in the same 
 
 `placement` refuses a device map that cannot be used; `audit_settings` turns the protocol options into the
 protocol, the task and the MLP scan's probe; `loadable` refuses a model that cannot load (missing, weights
-only as pickles, weights missing, a max-new-tokens over its positions).
+only as pickles, weights missing, an adapter's base missing, a max-new-tokens over its positions).
 """
 
 from __future__ import annotations
@@ -32,26 +32,36 @@ def placement(device: str, device_map: str | None, offload_folder: str | None) -
 def audit_settings(*, task_spec: str, task_name: str | None, protocol_file: str | None, probes: str | None,
                    budget: int | None, temperature: float | None, seed: int | None, max_new_tokens: int | None,
                    limit: int | None, batch_size: int | None, mlp_scan: str | None,
-                   explicit_scan: bool) -> AuditSettings:
-    """The counts, the protocol (its file with the flags applied), the MLP scan's probe (`explicit_scan`: asked
-    for, so a protocol without a probe to scan is refused), the task and its golds under the answer format."""
+                   explicit_scan: bool, deployed: dict | None = None) -> AuditSettings:
+    """The counts, the protocol (its file or preset with the flags applied, `deployed`: the deployment flags'
+    fields, `options.deployment`), the MLP scan's probe (`explicit_scan`: asked for, so a protocol without a
+    probe to scan is refused), the task and its golds under the answer format."""
     from reachtui.tasks import check_gold, load_task
 
     at_least_one(batch_size=batch_size, limit=limit)
     protocol = protocol_of(protocol_file, probes=probes, budget=budget, temperature=temperature, seed=seed,
-                           max_new_tokens=max_new_tokens)
+                           max_new_tokens=max_new_tokens, deployed=deployed)
     scan = pick_mlp_scan(mlp_scan, [p.name for p in protocol.probes], explicit=explicit_scan)
     task = load_task(task_spec, task_name)
     check_gold(task, protocol.answer_format, protocol.choices)
     return AuditSettings(protocol, task, scan)
 
 
-def loadable(model: str, protocol, *, allow_download: bool, allow_pickle: bool, allow_missing_weights: bool) -> None:
-    """A missing model, weights only as pickles, weights its config asks for and lacks, a --max-new-tokens over
-    its positions: one line now, before it is loaded."""
-    from reachtui.model.load import check_layers, check_positions, check_weights, config_position_limit, resolve_model
+def loadable(model: str, max_new_tokens: int, *, allow_download: bool, allow_pickle: bool,
+             allow_missing_weights: bool) -> None:
+    """A missing model (an adapter's missing base, a revision not in the cache), weights only as pickles,
+    weights its config asks for and lacks, an adapter without peft, a --max-new-tokens over its positions:
+    one line now, before it is loaded (audit, open, serve, generate)."""
+    from reachtui.model.load import (adapter_of, check_layers, check_positions, check_weights, config_position_limit,
+                                     resolve_model)
 
     path = resolve_model(model, allow_download=allow_download)
     check_weights(path, model, allow_pickle)
     check_layers(path, model, allow_missing_weights)
-    check_positions(config_position_limit(model, allow_download=allow_download), protocol.max_new_tokens)
+    adapter = adapter_of(model)
+    if adapter is not None:
+        from reachtui.model.adapter import check_adapter_weights, check_peft
+
+        check_adapter_weights(adapter, allow_pickle)
+        check_peft()
+    check_positions(config_position_limit(model, allow_download=allow_download), max_new_tokens)

@@ -1,7 +1,9 @@
 """Resolve MODEL (`demo`, a directory, or a Hugging Face id in the local cache) and load it.
 
-`resolve_model`, `check_weights` and `position_limit` import neither torch nor transformers. Nothing is
-downloaded unless `allow_download`; `trust_remote_code` is off unless asked for; pickled weights
+`resolve_model`, `check_weights` and `position_limit` import neither torch nor transformers. MODEL is also
+a Hugging Face id at a revision (`ID@REVISION`, what `--revision` makes: a branch, tag or commit of the
+cached repository) or a PEFT adapter directory (`reachtui.model.adapter`: its base, the adapter merged in).
+Nothing is downloaded unless `allow_download`; `trust_remote_code` is off unless asked for; pickled weights
 (`pytorch_model.bin`, which can run code when loaded) are refused unless `allow_pickle`: safetensors is the
 safe default. A checkpoint that does not hold every weight the config asks for (a `num_hidden_layers` above
 the layers in the weights, a missing tensor: transformers fills them with random values) or holds weights
@@ -60,16 +62,25 @@ def hf_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def find_in_cache(repo_id: str, cache: Path | None = None) -> Path | None:
+def find_in_cache(repo_id: str, cache: Path | None = None, revision: str | None = None) -> Path | None:
     """The snapshot directory of `repo_id` in the hub cache holding a config.json, or None.
 
-    Prefers the snapshot `refs/main` points at; else the most recently modified snapshot with a config.
+    Without `revision`: the snapshot `refs/main` points at, else the most recently modified snapshot with a
+    config. With one: the snapshot its ref names (`refs/<revision>`: a branch or tag), or the snapshot of
+    that commit hash, as huggingface_hub resolves a revision offline.
     """
     cache = cache or hf_cache_dir()
     repo_dir = cache / ("models--" + repo_id.replace("/", "--"))
     snapshots = repo_dir / "snapshots"
     if not snapshots.is_dir():
         return None
+    if revision is not None:
+        if ".." in Path(revision).parts or revision.startswith("/"):
+            return None                   # a revision names a ref or a commit, never a path out of the cache
+        ref = repo_dir / "refs" / revision
+        commit = ref.read_text().strip() if ref.is_file() else revision
+        candidate = snapshots / commit
+        return candidate if "/" not in commit and (candidate / "config.json").is_file() else None
     ref = repo_dir / "refs" / "main"
     if ref.is_file():
         commit = ref.read_text().strip()
@@ -82,9 +93,54 @@ def find_in_cache(repo_id: str, cache: Path | None = None) -> Path | None:
     return max(found, key=lambda d: (d / "config.json").stat().st_mtime)
 
 
+def cached_revisions(repo_id: str, cache: Path) -> list[str]:
+    """The refs (branches, tags) and snapshot commits the cache holds of `repo_id`, for an error line."""
+    repo_dir = cache / ("models--" + repo_id.replace("/", "--"))
+    refs = sorted(str(p.relative_to(repo_dir / "refs")) for p in (repo_dir / "refs").rglob("*") if p.is_file()) \
+        if (repo_dir / "refs").is_dir() else []
+    commits = sorted(d.name[:12] for d in (repo_dir / "snapshots").iterdir()) if (repo_dir / "snapshots").is_dir() \
+        else []
+    return refs + commits
+
+
+def split_revision(spec: str) -> tuple[str, str | None]:
+    """`ID@REVISION` -> (ID, REVISION); anything else -> (spec, None). A Hugging Face id has no `@`."""
+    if "@" in spec and not Path(spec).expanduser().exists():
+        repo, _, revision = spec.rpartition("@")
+        return repo, revision
+    return spec, None
+
+
+def with_revision(spec: str, revision: str | None) -> str:
+    """MODEL with `--revision` joined as `ID@REVISION` (the one spec every loader, worker and run name
+    takes); refused for what has no revisions: a bundled model, a directory, an adapter."""
+    if revision is None:
+        return spec
+    revision = revision.strip()
+    if not revision or any(c.isspace() for c in revision) or "@" in revision or revision.startswith("/"):
+        raise ReachError(f"--revision {revision!r}: give a branch, tag or commit hash")
+    if spec in BUNDLED_MODELS or Path(spec).expanduser().exists():
+        raise ReachError(f"--revision {revision}: {spec!r} is not a Hugging Face id (a bundled model or a "
+                         f"directory has no revisions)")
+    if split_revision(spec)[1] is not None:
+        raise ReachError(f"--revision {revision}: {spec!r} already names a revision")
+    return f"{spec}@{revision}"
+
+
+def adapter_of(spec: str):
+    """The PEFT adapter MODEL names (`reachtui.model.adapter.Adapter`), or None when it is not one."""
+    from reachtui.model.adapter import is_adapter_dir, read_adapter
+
+    path = Path(str(spec).strip()).expanduser()
+    if spec in BUNDLED_MODELS or not path.is_dir() or not is_adapter_dir(path):
+        return None
+    return read_adapter(path)
+
+
 def resolve_model(spec: str, allow_download: bool = False) -> Path:
-    """`demo` or `demo-tuned` -> a bundled model; an existing directory with config.json; a Hugging Face id in the
-    local cache (downloaded only when `allow_download`). Else ReachError naming what was looked for."""
+    """`demo` or `demo-tuned` -> a bundled model; an existing directory with config.json; a PEFT adapter
+    directory -> its base model's directory; a Hugging Face id (`ID` or `ID@REVISION`) in the local cache
+    (downloaded only when `allow_download`). Else ReachError naming what was looked for."""
     spec = str(spec).strip()
     if not spec:
         raise ReachError("no model given: pass demo, a model directory, or a Hugging Face id")
@@ -97,34 +153,52 @@ def resolve_model(spec: str, allow_download: bool = False) -> Path:
     if path.exists():
         if not path.is_dir():
             raise ReachError(f"model {spec!r} is a file, not a model directory (expected a folder with config.json)")
+        adapter = adapter_of(spec)
+        if adapter is not None:
+            return _adapter_base(adapter, allow_download)
         if not (path / "config.json").is_file():
             raise ReachError(f"model directory {spec!r} has no config.json (not a Hugging Face model folder)")
         return path.resolve()
-    if spec.startswith((".", "/", "~")) or not _HF_ID.match(spec):
+    repo, revision = split_revision(spec)
+    if spec.startswith((".", "/", "~")) or not _HF_ID.match(repo) or revision == "":
         raise ReachError(f"model {spec!r} not found: no such directory")
     cache = hf_cache_dir()
-    found = find_in_cache(spec, cache)
+    found = find_in_cache(repo, cache, revision)
     if found is not None:
         return found
+    at = f" at revision {revision!r}" if revision is not None else ""
     if not allow_download:
-        raise ReachError(
-            f"model {spec!r} not found: not a directory, and not in the Hugging Face cache at {cache} "
-            "(pass --allow-download to fetch it)"
-        )
+        held = cached_revisions(repo, cache) if revision is not None else []
+        what = f"not in the Hugging Face cache at {cache}" if revision is None or not held else \
+            f"the Hugging Face cache at {cache} holds only {', '.join(held)}"
+        raise ReachError(f"model {repo!r}{at} not found: not a directory, and {what} (pass --allow-download to "
+                         f"fetch it)")
     if hf_offline():
-        raise ReachError(f"model {spec!r} is not in the Hugging Face cache at {cache}, and HF_HUB_OFFLINE is set")
+        raise ReachError(f"model {repo!r}{at} is not in the Hugging Face cache at {cache}, and HF_HUB_OFFLINE is set")
     try:
         from huggingface_hub import snapshot_download
 
         local = snapshot_download(
-            repo_id=spec,
+            repo_id=repo,
+            revision=revision,
             cache_dir=str(cache),
             allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "*.tiktoken", "*.py"],
         )
     except Exception as exc:  # noqa: BLE001 - any hub failure becomes one line
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ReachError(f"could not download model {spec!r}: {first}") from exc
+        raise ReachError(f"could not download model {repo!r}{at}: {first}") from exc
     return Path(local)
+
+
+def _adapter_base(adapter, allow_download: bool) -> Path:
+    """The directory of an adapter's base model (one line when it cannot be found, or is an adapter too)."""
+    if adapter_of(adapter.base) is not None:
+        raise ReachError(f"adapter {adapter.path}: its base {adapter.base} is an adapter too (give a base model)")
+    try:
+        return resolve_model(adapter.base, allow_download=allow_download)
+    except ReachError as exc:
+        raise ReachError(f"adapter {adapter.path}: its base model (base_model_name_or_path in adapter_config.json) "
+                         f"cannot be loaded: {exc}") from None
 
 
 #: The weight files from_pretrained loads that are pickles (loading one can run code), and the safe format.
@@ -224,9 +298,13 @@ def check_positions(limit: int | None, max_new_tokens: int) -> None:
 
 def model_name(spec: str) -> str:
     """The name `load_model` gives a model (what the store calls it), found without importing torch:
-    `demo`, a directory's resolved path, else the Hugging Face id as given."""
+    `demo`, a directory's resolved path, an adapter as `BASE+ADAPTER` (its base's name and its own path:
+    two adapters of one base are two models), else the Hugging Face id as given (`ID@REVISION` with one)."""
     if spec in BUNDLED_MODELS:
         return spec
+    adapter = adapter_of(spec)
+    if adapter is not None:
+        return f"{model_name(adapter.base)}+{adapter.path}"
     if Path(spec).expanduser().exists():
         return str(resolve_model(spec))
     return spec
@@ -370,12 +448,21 @@ def _tokenizer(spec: str, path: Path, trust_remote_code: bool):
         raise ReachError(f"cannot load the tokenizer of {spec!r} from {path}: {_one_line(exc)}") from exc
 
 
+def tokenizer_dir(spec: str, path: Path) -> Path:
+    """Where MODEL's tokenizer is: an adapter's own folder when it saved one (added tokens, a chat
+    template), else the model's (`path`, the base's for an adapter)."""
+    adapter = adapter_of(spec)
+    if adapter is not None and (adapter.path / "tokenizer_config.json").is_file():
+        return adapter.path
+    return path
+
+
 def load_tokenizer(spec: str, trust_remote_code: bool = False, allow_download: bool = False):
     """MODEL's tokenizer alone: where the model runs in other processes (`--ray`), the prompts are still
     rendered here, and a chat template needs it."""
     path = resolve_model(spec, allow_download=allow_download)
     quiet_transformers()
-    return _tokenizer(spec, path, trust_remote_code)
+    return _tokenizer(spec, tokenizer_dir(spec, path), trust_remote_code)
 
 
 def describe_loading(info: dict) -> tuple[str, int]:
@@ -427,6 +514,15 @@ def load_model(
     from the checkpoint (or unexpected in it) unless `allow_missing_weights`."""
     path = resolve_model(spec, allow_download=allow_download)
     check_weights(path, spec, allow_pickle)
+    adapter = adapter_of(spec)
+    if adapter is not None:
+        from reachtui.model.adapter import check_adapter_weights, check_peft
+
+        check_adapter_weights(adapter, allow_pickle)
+        check_peft()
+        if device_map is not None:
+            raise ReachError(f"--device-map and an adapter ({spec}): the adapter is merged into the weights on one "
+                             f"device; give --device instead")
     dmap = check_device_map(device_map, device, offload_folder)
     if dmap is None:
         dev = _pick_device(device)
@@ -476,7 +572,11 @@ def load_model(
         raise ReachError(f"model {spec!r} does not match its checkpoint: {report} (a config whose "
                          f"num_hidden_layers exceeds the layers in the weights does this); pass "
                          f"--allow-missing-weights to audit it anyway")
-    tokenizer = _tokenizer(spec, path, trust_remote_code)
+    if adapter is not None:
+        from reachtui.model.adapter import merge_adapter
+
+        model = merge_adapter(model, adapter)
+    tokenizer = _tokenizer(spec, tokenizer_dir(spec, path), trust_remote_code)
     check_vocabulary(spec, model, tokenizer)
     placed = None
     if dmap is None:
@@ -494,5 +594,8 @@ def load_model(
     name = model_name(spec)   # the one naming rule: what the store calls the model
     if bad:
         report = f"loaded with --allow-missing-weights: {report}"
+    if adapter is not None:     # the run records the adapter, its base and where the base came from
+        report = f"{adapter.kind} adapter {adapter.path} merged into its base {adapter.base} ({path}); {report}"
+        path = adapter.path
     return LoadedModel(name=name, path=path, model=model, tokenizer=tokenizer, device=dev, dtype=dt, arch=arch,
                        device_map=placed, load_report=report)
