@@ -59,7 +59,8 @@ def read_source(spec: str, *, allow_download: bool = False) -> Source:
     return read_jsonl(path, spec)
 
 
-def _canonical(records: list[tuple[int, dict]]) -> bytes:
+def canonical(records: list[tuple[int, dict]]) -> bytes:
+    """Records as canonical JSON bytes: what a task of records (not of a file's bytes) is known by."""
     return json.dumps([r for _n, r in records], sort_keys=True, ensure_ascii=False, default=str).encode()
 
 
@@ -88,7 +89,7 @@ def read_csv(path: Path, shown: str) -> Source:
         raise ReachError(f"{shown}:{reader.line_num}: not readable as CSV ({exc})") from None
     if reader.fieldnames is None:
         raise ReachError(f"{shown}: the file is empty (a CSV task needs a header row and one row per question)")
-    return Source(path.stem, str(path.resolve()), _canonical(records), records)
+    return Source(path.stem, str(path.resolve()), canonical(records), records)
 
 
 def read_parquet(path: Path, shown: str) -> Source:
@@ -103,7 +104,7 @@ def read_parquet(path: Path, shown: str) -> Source:
     except Exception as exc:  # pyarrow raises its own kinds (ArrowInvalid, ...) on a file it cannot read
         raise ReachError(f"{shown}: not a readable parquet file ({str(exc).splitlines()[0][:160]})") from None
     records = list(enumerate(rows, start=1))
-    return Source(path.stem, str(path.resolve()), _canonical(records), records)
+    return Source(path.stem, str(path.resolve()), canonical(records), records)
 
 
 def _import_datasets():
@@ -148,7 +149,7 @@ def read_saved_dataset(path: Path, shown: str) -> Source:
     except Exception as exc:   # datasets raises many kinds on a folder it cannot read
         raise ReachError(f"{shown}: not a readable datasets folder ({str(exc).splitlines()[0][:160]})") from None
     records = _dataset_records(_one_split(data, shown, None))
-    return Source(path.name, str(path.resolve()), _canonical(records), records)
+    return Source(path.name, str(path.resolve()), canonical(records), records)
 
 
 @contextlib.contextmanager
@@ -188,5 +189,5 @@ def read_hf(spec: str, *, allow_download: bool = False) -> Source:
     config = config or getattr(ds, "config_name", None) or "default"
     split = split or str(getattr(ds, "split", "") or "")
     where = f"hf:{name}:{config}:{split}"
-    digest = hashlib.sha256(where.encode() + b"\0" + _canonical(records)).digest()
+    digest = hashlib.sha256(where.encode() + b"\0" + canonical(records)).digest()
     return Source(name.split("/")[-1], where, digest, records)

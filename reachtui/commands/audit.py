@@ -118,7 +118,7 @@ def print_closing(out, store, run_id: int) -> None:
 @click.option("--workers", type=int, default=None,
               help="Ray workers. [default: one per GPU in the cluster, else its CPUs // --threads]")
 @model_access_options
-def audit(model, task_spec, task_name, probes, budget, temperature, seed, limit, mlp_scan, store_path, protocol_file,
+def audit(model, task_spec, task_name, task_fields, probes, budget, temperature, seed, limit, mlp_scan, store_path, protocol_file,
           run_id, new_run, device, dtype, device_map, offload_folder, batch_size, max_new_tokens, threads,
           ray_address, workers, trust_remote_code, allow_download, allow_pickle, allow_missing_weights):
     """Audit MODEL on TASK: realized (default decoding) vs reachable (some attempt of a probe) per
@@ -146,7 +146,8 @@ def audit(model, task_spec, task_name, probes, budget, temperature, seed, limit,
     placement(device, device_map, offload_folder)     # before the store is touched
     settings = audit_settings(task_spec=task_spec, task_name=task_name, protocol_file=protocol_file, probes=probes,
                               budget=budget, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
-                              limit=limit, batch_size=batch_size, mlp_scan=mlp_scan, explicit_scan=True)
+                              limit=limit, batch_size=batch_size, mlp_scan=mlp_scan, explicit_scan=True,
+                              task_fields=task_fields, allow_download=allow_download)
     protocol, task, mlp_scan = settings.protocol, settings.task, settings.mlp_scan
     store = Store(store_path)
     click.get_current_context().call_on_close(store.close)

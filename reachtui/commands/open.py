@@ -90,7 +90,8 @@ def open_(**options):
     prepare(**options)()
 
 
-def prepare(model, task_spec, task_name, store_path, run_id, probes, budget, temperature, seed, limit, mlp_scan,
+def prepare(model, task_spec, task_name, task_fields, store_path, run_id, probes, budget, temperature, seed, limit,
+            mlp_scan,
             protocol_file, max_new_tokens, new_run, device, dtype, device_map, offload_folder, batch_size, threads,
             trust_remote_code, allow_download, allow_pickle, allow_missing_weights, compare, allow_unmatched, keymap_file):
     """Every check `open` makes of its options before any UI (`serve` makes them too, before serving): one
@@ -123,7 +124,8 @@ def prepare(model, task_spec, task_name, store_path, run_id, probes, budget, tem
 
     settings = audit_settings(task_spec=task_spec, task_name=task_name, protocol_file=protocol_file, probes=probes,
                               budget=budget, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
-                              limit=limit, batch_size=batch_size, mlp_scan=mlp_scan, explicit_scan=False)
+                              limit=limit, batch_size=batch_size, mlp_scan=mlp_scan, explicit_scan=False,
+                              task_fields=task_fields, allow_download=allow_download)
     protocol, task, mlp_scan = settings.protocol, settings.task, settings.mlp_scan
     # a missing model, pickled weights, a --max-new-tokens over its positions: one line now, not in the app
     loadable(model, protocol, allow_download=allow_download, allow_pickle=allow_pickle,
