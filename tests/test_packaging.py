@@ -35,6 +35,7 @@ def test_the_wheel_carries_the_demo(tmp_path):
                  "reachtui/bundled/models/demo-tuned/README.md",
                  "reachtui/bundled/examples/base.jsonl", "reachtui/bundled/examples/samples_demo.jsonl",
                  "reachtui/bundled/examples/demo_inspect.eval", "reachtui/bundled/examples/broken.jsonl",
+                 "reachtui/bundled/examples/demo_subjects.csv",
                  "reachtui/tui/app.tcss", "reachtui/cli.py"):
         assert need in names, need
     assert not any(n.startswith(("tests/", "store/")) or n.endswith(".svg") for n in names)
