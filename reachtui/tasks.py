@@ -87,7 +87,7 @@ class Mapping:
 
     def describe(self) -> str:
         """The mapping as text (into a non-JSONL task's fingerprint: another mapping is another task)."""
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+        return json.dumps({k: v for k, v in dataclasses.asdict(self).items() if k != "required"}, sort_keys=True)
 
 
 #: The built-in mappings: GSM8K (`#### N` answers), MATH (`problem`, gold the last \boxed{} of `solution`),

@@ -151,10 +151,9 @@ def import_file(path: str | Path, task_spec: str | None, *, fmt: str | None = No
         raise ReachError(f"unknown import format {fmt!r}; choose one of {', '.join(IMPORT_FORMATS)}")
     if answer_format is not None and answer_format not in ANSWER_FORMATS:
         raise ReachError(f"unknown answer format {answer_format!r}; choose one of {', '.join(ANSWER_FORMATS)}")
+    task = load_task(task_spec, task_name, task_fields, allow_download=allow_download) if task_spec else None
     fmt = fmt or detect_format(path)
-    if task_spec is not None:
-        task = load_task(task_spec, task_name, task_fields, allow_download=allow_download)
-    else:
+    if task is None:
         if task_name is not None:
             check_name(task_name, "--task-name")
         task = task_of(path, fmt, task_fields, task_name)
