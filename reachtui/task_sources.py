@@ -181,9 +181,11 @@ def read_hf(spec: str, *, allow_download: bool = False) -> Source:
             data = datasets.load_dataset(name, config, split=split)
     except Exception as exc:    # datasets raises many kinds (ConnectionError, FileNotFoundError, ValueError, ...)
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        hint = "" if allow_download else " (--allow-download fetches it from the Hugging Face hub)"
-        raise ReachError(f"--task {spec}: not readable from the local Hugging Face datasets cache: {first}{hint}") \
-            from None
+        if allow_download:
+            raise ReachError(f"--task {spec}: cannot be read ({first})") from None
+        raise ReachError(f"--task {spec}: not readable from the local Hugging Face datasets cache "
+                         f"{datasets.config.HF_DATASETS_CACHE} ({first}); --allow-download fetches it from the "
+                         f"Hugging Face hub") from None
     ds = _one_split(data, spec, split)
     records = _dataset_records(ds)
     config = config or getattr(ds, "config_name", None) or "default"

@@ -7,6 +7,7 @@ this interpreter, and the README's python blocks run after the console blocks, i
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -55,9 +56,10 @@ def test_every_console_block_runs_as_printed_in_order_in_a_fresh_folder(tmp_path
     for figure in ("passk.pdf", "compare.svg", "reach.png", "mlp-scan.pdf", "passk.parquet", "base.eval"):
         assert (tmp_path / figure).stat().st_size > 1000, figure
     assert not (tmp_path / "passk.jpg").exists() and not (tmp_path / "summary.xlsx").exists()
-    runs = run("reachtui runs", tmp_path).stdout
-    assert [line.split()[1] for line in runs.splitlines() if re.match(r"\s+\d+ ", line)] == [
-        "base", "tuned", "samples_demo", "inspect-demo", "demo", "base-again"]   # the imports and the one audit
+    runs = json.loads(run("reachtui runs --json", tmp_path).stdout)
+    assert [r["model"] for r in runs] == [
+        "base", "tuned", "samples_demo", "inspect-demo", "demo", "base-again",   # the imports and the one audit
+        "base-by-subject", "base-parquet", "base-datasets", "lm-eval-docs", "inspect-samples"]   # tasks as they come
     for block in re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S):
         done = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True)
         assert done.returncode == 0, block + done.stderr

@@ -113,7 +113,7 @@ def test_every_format_gives_the_same_questions_with_their_metadata(tmp_path, hf_
 
 def test_a_dataset_not_in_the_cache_is_one_line_and_nothing_is_fetched(hf_cache):
     with pytest.raises(ReachError, match=r"--task hf:someone/absent: not readable from the local Hugging Face "
-                                         r"datasets cache: .*\(--allow-download fetches it"):
+                                         r"datasets cache .*hf/datasets \(.*\); --allow-download fetches it"):
         load_task("hf:someone/absent")
     with pytest.raises(ReachError, match="Unknown split \"validation\""):
         load_task("hf:toy_math:default:validation")
