@@ -20,8 +20,7 @@ without either, a record with `answerKey` reads as arc, one with `problem` and n
   by in the app, and `meta_<key>` columns of the questions table (`export --where "meta_subject = 'x'"`).
 
 Anything malformed fails the whole load with `file:line: what is wrong` (ReachError; the record number
-for formats without lines): the audit must never
-run on half a task. An `id` may not hold control characters (a newline or a NUL would make one id read as
+for formats without lines): the audit must never run on half a task. An `id` may not hold control characters (a newline or a NUL would make one id read as
 several in every table and list). Once the protocol is known, `check_gold` refuses a gold that its answer
 format can never grade correct (NaN, Infinity or "banana" under the number format), naming its line.
 """
@@ -60,8 +59,7 @@ class Question:
 @dataclass(frozen=True)
 class Fields:
     """Which record field holds what (`--question-field`, `--answer-field`, `--id-field`, `--choices-field`),
-    and `preset`: a named mapping (PRESETS) the given fields override. `boxed`: the gold is the last
-    `\\boxed{…}` of the answer field (MATH), which is kept as the solution."""
+    and `preset` (`--task-preset`): a named mapping (PRESETS) the given fields override."""
 
     question: str | None = None
     answer: str | None = None
@@ -74,8 +72,9 @@ class Fields:
 
 
 @dataclass(frozen=True)
-class Mapping:
-    """A resolved `Fields`: the field names a record is read with."""
+class FieldMap:
+    """A resolved `Fields`: the field names a record is read with. `boxed`: the gold is the last `\\boxed{…}`
+    of the answer field (MATH), which is kept as the solution; `solution`: the field of a reference solution."""
 
     question: str = "question"
     answer: str = "answer"
@@ -93,14 +92,14 @@ class Mapping:
 #: The built-in mappings: GSM8K (`#### N` answers), MATH (`problem`, gold the last \boxed{} of `solution`),
 #: ARC (`{text, label}` choices, gold `answerKey`), MMLU (`choices` list, gold an index or a letter).
 PRESETS = {
-    "gsm8k": Mapping(),
-    "math": Mapping(question="problem", answer="solution", solution=None, boxed=True),
-    "arc": Mapping(answer="answerKey"),
-    "mmlu": Mapping(),
+    "gsm8k": FieldMap(),
+    "math": FieldMap(question="problem", answer="solution", solution=None, boxed=True),
+    "arc": FieldMap(answer="answerKey"),
+    "mmlu": FieldMap(),
 }
 
 
-def resolve_fields(fields: Fields | None, first: dict | None = None) -> Mapping:
+def resolve_fields(fields: Fields | None, first: dict | None = None) -> FieldMap:
     """The mapping of `fields`: its preset (unknown: ReachError) with the named fields on top. With no preset,
     the first record chooses: `answerKey` -> arc, `problem` without `question` -> math, else the default."""
     fields = fields or Fields()
@@ -113,7 +112,7 @@ def resolve_fields(fields: Fields | None, first: dict | None = None) -> Mapping:
     elif first is not None and "problem" in first and "question" not in first and fields.question is None:
         base = PRESETS["math"]
     else:
-        base = Mapping()
+        base = FieldMap()
     named = dict(question=fields.question, answer=fields.answer, id=fields.id, choices=fields.choices)
     given = {k: v for k, v in named.items() if v is not None}
     for flag, value in given.items():
@@ -173,6 +172,8 @@ def task_from_records(records, *, name: str, path: str, fingerprint: bytes, show
     questions: list[Question] = []
     seen: dict[str, int] = {}
     mapping = None
+    if fields is not None and fields.preset is not None:
+        resolve_fields(fields)            # an unknown preset is said first, also of an empty task
     for lineno, record in records:
         where = f"{shown}:{lineno}"
         if mapping is None:
@@ -185,7 +186,7 @@ def task_from_records(records, *, name: str, path: str, fingerprint: bytes, show
     if not questions:
         raise ReachError(f"{shown}: the task file has no questions")
     digest = hashlib.sha256(fingerprint)
-    if not (fixed_fingerprint and mapping == Mapping()):
+    if not (fixed_fingerprint and mapping.describe() == FieldMap().describe()):
         digest.update(b"\0" + mapping.describe().encode())
     return Task(name=name, path=path, sha256=digest.hexdigest(), questions=tuple(questions))
 
@@ -210,7 +211,7 @@ def _missing(record: dict, field: str, where: str, flag: str) -> ReachError:
                       f"--task-preset picks a mapping)")
 
 
-def _parse_record(record: dict, where: str, default_id: str, mapping: Mapping = Mapping()) -> Question:
+def _parse_record(record: dict, where: str, default_id: str, mapping: FieldMap = FieldMap()) -> Question:
     m = mapping
     for field, flag in ((m.question, "question"), (m.answer, "answer"), *((f, "id" if f == m.id else "choices")
                                                                         for f in m.required)):

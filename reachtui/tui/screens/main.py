@@ -174,7 +174,7 @@ class MainScreen(Screen):
             self._meta = (run.id, data.question_meta(run.id))
         return self._meta[1]
 
-    def meta_values(self, most: int = 40) -> dict[str, list[Any]]:
+    def meta_values(self, most: int = 100) -> dict[str, list[Any]]:
         """Per metadata key, its distinct values (first seen first), for keys with at most `most` of them:
         what the palette offers as `filter: KEY = VALUE`."""
         values: dict[str, dict[Any, None]] = {}

@@ -160,7 +160,8 @@ class DetailPane(VerticalScroll):
             title.append(str(question["gold"]), style="bold green")
             for key, value in (question.get("meta") or {}).items():     # the task's other columns
                 title.append(f"  {key} ", style="dim")
-                title.append(str(value))
+                text = str(value)
+                title.append(text if len(text) <= 60 else text[:59] + "…")
             self.query_one("#detail-title", Static).update(title)
             self.query_one("#detail-question", Static).update(Text(question["question"]))
             d = Text()
