@@ -225,6 +225,11 @@ def test_metadata_is_stored_and_exported_with_where(tmp_path, monkeypatch):
             ((1, "multiplication"), (2, "multiplication"), (3, "multiplication"), (4, "addition"))]
     code, _out, err = run_main(["export", "questions", "--run", "m", "--store", store, "--where", "meta_nope = 1"])
     assert code == 2 and err.startswith("error: ") and "meta_nope" in err
+    from reachtui import api
+
+    with api.open_store(store) as audit:            # the Python API reads the same column
+        rows = audit.questions("m", where="meta_subject = 'addition'", columns=["question_id", "meta_subject"])
+    assert rows == [{"question_id": "demo-0004", "meta_subject": "addition"}]
 
 
 def test_a_store_from_before_metadata_is_read_as_it_is_and_migrated_by_a_writer(tmp_path, monkeypatch):

@@ -64,7 +64,7 @@ placement_options = _stack(
 #: --trust-remote-code, --allow-download, --allow-pickle, --allow-missing-weights.
 model_access_options = _stack(
     click.option("--trust-remote-code", is_flag=True, help="Allow the model's own code (off by default)."),
-    click.option("--allow-download", is_flag=True, help="Fetch the model from the Hugging Face hub if not cached."),
+    click.option("--allow-download", is_flag=True, help="Fetch the model (and an hf: task) from the Hugging Face hub if not cached."),
     click.option("--allow-pickle", is_flag=True,
                  help="Load a model whose weights are only pickles (pytorch_model.bin), which can run code when "
                       "loaded. Off by default: safetensors only."),
