@@ -121,6 +121,25 @@ def test_a_dataset_not_in_the_cache_is_one_line_and_nothing_is_fetched(hf_cache)
         load_task("hf:a:b:c:d")
 
 
+def test_the_hub_is_asked_only_with_allow_download(hf_cache, monkeypatch):
+    """datasets' offline switch is on for the read unless --allow-download (and put back after)."""
+    import datasets
+
+    seen = []
+
+    def load_dataset(name, config=None, split=None):
+        seen.append((name, datasets.config.HF_HUB_OFFLINE))
+        raise ConnectionError("no network in this test")
+
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    with pytest.raises(ReachError, match="--allow-download fetches it"):
+        load_task("hf:org/name:main")
+    with pytest.raises(ReachError, match=r"--task hf:org/name:main: cannot be read \(no network in this test\)"):
+        load_task("hf:org/name:main", allow_download=True)
+    assert seen == [("org/name", True), ("org/name", False)] and datasets.config.HF_HUB_OFFLINE is False
+
+
 def test_presets_and_field_flags(tmp_path):
     arc = write_jsonl(tmp_path / "arc.jsonl", [
         {"id": "Mercury_1", "question": "Which is a metal?", "answerKey": "B",
