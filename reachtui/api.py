@@ -121,8 +121,8 @@ class AuditStore(contextlib.AbstractContextManager):
         return self.table("summary", *runs, **options)
 
     def questions(self, *runs: str | int, **options: Any) -> Rows:
-        """One row per question: gold, default answer, realized, per probe reachable, first hit, hits
-        (`reachtui export questions`)."""
+        """One row per question: gold, default answer, realized, per probe reachable, first hit, hits, and the
+        task's metadata as `meta_<column>` (`reachtui export questions`)."""
         return self.table("questions", *runs, **options)
 
     def attempts(self, *runs: str | int, **options: Any) -> Rows:

@@ -175,6 +175,12 @@ def _boxed_contents(text: str) -> list[str]:
     return [content for _, content in sorted(found)]
 
 
+def last_boxed(text: str) -> str | None:
+    """The content of the last \\boxed{...} of `text` (a MATH solution's gold), or None."""
+    found = _boxed_contents(text)
+    return found[-1] if found else None
+
+
 def _line_after(text: str, pos: int, limit: int = MAX_MATH_CHARS) -> str:
     """The rest of the line after a phrase, at most `limit` chars (keeps "#### " * 10**4 linear)."""
     end = text.find("\n", pos, pos + limit)

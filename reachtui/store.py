@@ -259,7 +259,7 @@ class Store(StoreQueries, OutcomeQueries):
             return self.db.execute("SELECT id FROM models WHERE name = ?", (name,)).fetchone()[0]
 
     def upsert_task(self, task: Any) -> int:
-        """The id of `task` (`.name .path .sha256 .questions`, each `.id .question .answer [.solution]`),
+        """The id of `task` (`.name .path .sha256 .questions`, each `.id .question .answer [.solution .meta]`),
         inserted with its questions if its sha256 is new (a task given a name, `.named`, renames a known
         one). Idempotent. A task's questions are inserted once, in task order, so their ids follow it (the
         raw attempts export relies on this to read rows in task order without sorting them)."""
@@ -270,11 +270,13 @@ class Store(StoreQueries, OutcomeQueries):
             if getattr(task, "named", False):
                 self.db.execute("UPDATE tasks SET name = ? WHERE sha256 = ?", (task.name, task.sha256))
             task_id = self.db.execute("SELECT id FROM tasks WHERE sha256 = ?", (task.sha256,)).fetchone()[0]
+            # a task stored before metadata was kept (schema 6) gains its questions' metadata here
             self.conn.executemany(
-                "INSERT OR IGNORE INTO questions (task_id, qid, idx, question, gold, solution) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                ((task_id, str(q.id), i, q.question, str(q.answer), getattr(q, "solution", None))
-                 for i, q in enumerate(questions)))
+                "INSERT INTO questions (task_id, qid, idx, question, gold, solution, meta) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (task_id, qid) DO UPDATE SET meta = excluded.meta "
+                "WHERE questions.meta IS NULL AND excluded.meta IS NOT NULL",
+                ((task_id, str(q.id), i, q.question, str(q.answer), getattr(q, "solution", None),
+                  _meta_json(getattr(q, "meta", ()))) for i, q in enumerate(questions)))
             n = self.db.execute("SELECT count(*) FROM questions WHERE task_id = ?", (task_id,)).fetchone()[0]
             if n != len(questions):
                 raise ReachError(f"task {task.name}: {len(questions)} questions but {n} distinct ids "
@@ -503,3 +505,10 @@ class Store(StoreQueries, OutcomeQueries):
                 (n, repaired, broken, status, exploration_id))
             if cur.rowcount == 0:
                 raise ReachError(f"no exploration {exploration_id} in {self.path}")
+
+
+def _meta_json(meta) -> str | None:
+    """A question's metadata ((key, value) pairs) as its stored form: a JSON object, NULL when it has none."""
+    import json
+
+    return json.dumps(dict(meta), ensure_ascii=False, sort_keys=True) if meta else None

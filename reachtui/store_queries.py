@@ -193,9 +193,29 @@ class StoreQueries:
             WHERE rq.run_id = ? ORDER BY q.idx""", (run_id,))
 
     def question(self, question_id: int) -> dict:
-        """One question: id, qid, idx, question, gold, solution ({} when there is none)."""
-        return self._one("SELECT id, qid, idx, question, gold, solution FROM questions WHERE id = ?",
-                         (question_id,)) or {}
+        """One question: id, qid, idx, question, gold, solution and meta (its metadata as a dict; {} when
+        there is none) ({} when there is no such question)."""
+        meta = "meta" if self._has_meta() else "NULL AS meta"
+        row = self._one(f"SELECT id, qid, idx, question, gold, solution, {meta} FROM questions WHERE id = ?",
+                        (question_id,))
+        if row:
+            row["meta"] = _meta(row["meta"])
+        return row or {}
+
+    def _has_meta(self) -> bool:
+        """Whether the questions keep their metadata (schema 6; a reader opens older stores as they are)."""
+        has = getattr(self, "_meta_column", None)
+        if has is None:
+            has = self._meta_column = any(r[1] == "meta" for r in self.conn.execute("PRAGMA table_info(questions)"))
+        return has
+
+    def question_meta(self, run_id: int) -> dict[int, dict[str, Any]]:
+        """{question id: its metadata} of the run's questions that have any, in task order."""
+        if not self._has_meta():
+            return {}
+        rows = self.conn.execute("SELECT q.id, q.meta FROM run_questions rq JOIN questions q ON q.id = rq.question_id "
+                                 "WHERE rq.run_id = ? AND q.meta IS NOT NULL ORDER BY q.idx", (run_id,))
+        return {key: _meta(text) for key, text in rows}
 
     def question_texts(self, run_id: int) -> list[tuple[int, str, str]]:
         """(question id, qid, question) of the run's questions, in task order."""
@@ -370,3 +390,16 @@ class StoreQueries:
               OR q.id IN (SELECT a.question_id FROM attempts a WHERE a.run_id = :run AND a.id IN
                             (SELECT rowid FROM attempts_fts WHERE attempts_fts MATCH :match)))
             ORDER BY q.idx""", {"run": run_id, "text": text.strip(), "match": match})]
+
+
+def _meta(text: str | None) -> dict[str, Any]:
+    """A question's stored metadata (a JSON object, or NULL) as a dict."""
+    import json
+
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -58,6 +58,10 @@ Version 5 gives runs.id AUTOINCREMENT (the runs table is rebuilt, its rows and i
 given twice, not even after a run was deleted, so attempts left behind by a run deleted outside reachtui
 can never be adopted by a new run of the same id. Readers read version 2-4 stores as they are.
 
+Version 6 adds questions.meta: the task's other columns of a question (subject, level, ...; a JSON object, NULL
+when it has none), which the questions table shows as `meta_<key>` columns, the app in its detail and its
+filters. Readers read version 2-5 stores as they are (their questions have no metadata).
+
 A store is checked when it is opened (`check_shape`, a few milliseconds): the tables, columns and triggers
 its version must have (`SHAPE`) and a version from 1 to SCHEMA_VERSION; a writer also checks its foreign
 keys (`check_references`: a row whose run, question or task is not there, left by a delete made with
@@ -78,7 +82,7 @@ from reachtui.errors import DamagedStore, ReachError
 if TYPE_CHECKING:
     from sqlite_utils import Database
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 #: A reader opens stores from this version on without migrating them (later versions add indexes and drop
 #: columns no reader reads).
 READABLE_FROM = 2
@@ -219,6 +223,11 @@ CREATE INDEX runs_lookup ON runs (model_id, task_id, protocol_hash);
 """
 
 
+_SCHEMA_V6 = """
+ALTER TABLE questions ADD COLUMN meta TEXT;
+"""
+
+
 def _statements(sql: str) -> Callable[[Database], None]:
     """A migration that runs each statement of `sql` in order."""
     def run(db: Database) -> None:
@@ -237,7 +246,7 @@ def _migrate_to_1(db: Database) -> None:
 
 #: version -> function bringing a store from version-1 to version (run inside one IMMEDIATE transaction).
 MIGRATIONS = {1: _migrate_to_1, 2: _statements(_SCHEMA_V2), 3: _statements(_SCHEMA_V3), 4: _statements(_SCHEMA_V4),
-              5: _statements(_SCHEMA_V5)}
+              5: _statements(_SCHEMA_V5), 6: _statements(_SCHEMA_V6)}
 
 _FTS = {"": (), "_data": ("id", "block"), "_idx": ("segid", "term", "pgno"), "_docsize": ("id", "sz"),
         "_config": ("k", "v")}
@@ -270,6 +279,7 @@ SHAPE: dict[int, tuple[dict[str, tuple[str, ...]], tuple[str, ...]]] = {
                       "control_first", "first_hit", "vote", "logprob"),
          "outcome_runs": ("run_id", "fold", "attempts", "last_attempt", "logprobs")},
         ("attempts_updated_outcomes", "attempts_deleted_outcomes")),
+    6: ({"questions": ("meta",)}, ()),
 }
 
 

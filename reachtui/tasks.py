@@ -1,6 +1,9 @@
-"""Question sources: a JSONL file (one question per line) or `demo`, the arithmetic set in assets/.
+"""A task's questions: records (from `reachtui.task_sources`: JSONL, CSV, parquet, a `datasets` folder, a
+dataset in the Hugging Face cache, or `demo`, the arithmetic set in assets/) mapped to `Question`s.
 
-Each line is an object with `question` and `answer`, and optionally `id`, `solution` and `choices`:
+Each record is an object with `question` and `answer`, and optionally `id`, `solution` and `choices`; the
+field names are the `Fields` mapping's (flags `--question-field` ... or a preset: gsm8k, math, arc, mmlu;
+without either, a record with `answerKey` reads as arc, one with `problem` and no `question` as math):
 
 - GSM8K: `answer` is a worked solution ending in `#### N`. The gold is N with its thousands commas
   removed; the whole text is kept as `solution`.
@@ -11,9 +14,13 @@ Each line is an object with `question` and `answer`, and optionally `id`, `solut
 - `choices` (a list of option texts) makes a multiple-choice question: the options are appended to the
   question text as "(A) …" lines, because that text is what the prompt shows the model, and the gold may
   be given as a letter, a 0-based index, or the text of the right option; it is stored as the letter.
+  ARC's `{"text": [...], "label": [...]}` choices take the gold as one of their labels (`answerKey`).
+- MATH (preset math): `problem` is the question and the gold is the last `\boxed{…}` of `solution`.
+- Every other field is the question's metadata (subject, level, ...): stored with it, shown and filtered
+  by in the app, and `meta_<key>` columns of the questions table (`export --where "meta_subject = 'x'"`).
 
-Anything malformed fails the whole load with `file:line: what is wrong` (ReachError): the audit must never
-run on half a task. An `id` may not hold control characters (a newline or a NUL would make one id read as
+Anything malformed fails the whole load with `file:line: what is wrong` (ReachError; the record number
+for formats without lines): the audit must never run on half a task. An `id` may not hold control characters (a newline or a NUL would make one id read as
 several in every table and list). Once the protocol is known, `check_gold` refuses a gold that its answer
 format can never grade correct (NaN, Infinity or "banana" under the number format), naming its line.
 """
@@ -22,13 +29,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import math
 import string
 import unicodedata
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from reachtui import jsonl
 from reachtui.errors import ReachError
 
 LETTERS = string.ascii_uppercase
@@ -42,6 +49,76 @@ class Question:
     solution: str | None = None  # full reference solution if the source has one (GSM8K 'answer')
     choices: tuple[str, ...] | None = None  # option texts of a multiple-choice question
     line: int | None = dataclasses.field(default=None, compare=False)  # where it is in the task file (errors name it)
+    meta: tuple[tuple[str, object], ...] = ()  # the record's other fields, (key, value) in record order
+
+    @property
+    def metadata(self) -> dict[str, object]:
+        return dict(self.meta)
+
+
+@dataclass(frozen=True)
+class Fields:
+    """Which record field holds what (`--question-field`, `--answer-field`, `--id-field`, `--choices-field`),
+    and `preset` (`--task-preset`): a named mapping (PRESETS) the given fields override."""
+
+    question: str | None = None
+    answer: str | None = None
+    id: str | None = None
+    choices: str | None = None
+    preset: str | None = None
+
+    def given(self) -> bool:
+        return any(v is not None for v in (self.question, self.answer, self.id, self.choices, self.preset))
+
+
+@dataclass(frozen=True)
+class FieldMap:
+    """A resolved `Fields`: the field names a record is read with. `boxed`: the gold is the last `\\boxed{…}`
+    of the answer field (MATH), which is kept as the solution; `solution`: the field of a reference solution."""
+
+    question: str = "question"
+    answer: str = "answer"
+    id: str = "id"
+    choices: str = "choices"
+    solution: str | None = "solution"
+    boxed: bool = False
+    required: tuple[str, ...] = ()     # optional fields (id, choices) that were named, so must be there
+
+    def describe(self) -> str:
+        """The mapping as text (into a non-JSONL task's fingerprint: another mapping is another task)."""
+        return json.dumps({k: v for k, v in dataclasses.asdict(self).items() if k != "required"}, sort_keys=True)
+
+
+#: The built-in mappings: GSM8K (`#### N` answers), MATH (`problem`, gold the last \boxed{} of `solution`),
+#: ARC (`{text, label}` choices, gold `answerKey`), MMLU (`choices` list, gold an index or a letter).
+PRESETS = {
+    "gsm8k": FieldMap(),
+    "math": FieldMap(question="problem", answer="solution", solution=None, boxed=True),
+    "arc": FieldMap(answer="answerKey"),
+    "mmlu": FieldMap(),
+}
+
+
+def resolve_fields(fields: Fields | None, first: dict | None = None) -> FieldMap:
+    """The mapping of `fields`: its preset (unknown: ReachError) with the named fields on top. With no preset,
+    the first record chooses: `answerKey` -> arc, `problem` without `question` -> math, else the default."""
+    fields = fields or Fields()
+    if fields.preset is not None:
+        if fields.preset not in PRESETS:
+            raise ReachError(f"--task-preset {fields.preset!r}: unknown preset; choose one of {', '.join(PRESETS)}")
+        base = PRESETS[fields.preset]
+    elif first is not None and "answerKey" in first and fields.answer is None:
+        base = PRESETS["arc"]
+    elif first is not None and "problem" in first and "question" not in first and fields.question is None:
+        base = PRESETS["math"]
+    else:
+        base = FieldMap()
+    named = dict(question=fields.question, answer=fields.answer, id=fields.id, choices=fields.choices)
+    given = {k: v for k, v in named.items() if v is not None}
+    for flag, value in given.items():
+        if not value.strip():
+            raise ReachError(f"--{flag}-field must not be empty")
+    return replace(base, **given, required=tuple(v for k, v in given.items() if k in ("id", "choices")))
 
 
 @dataclass(frozen=True)
@@ -56,9 +133,13 @@ class Task:
         return len(self.questions)
 
 
-def load_task(spec: str, name: str | None = None) -> Task:
-    """`demo` -> the bundled arithmetic task; anything else is a path to a JSONL file, called by its stem
-    unless `name` is given (`--task-name`: GSM8K's `test.jsonl` as gsm8k)."""
+def load_task(spec: str, name: str | None = None, fields: Fields | None = None, *,
+              allow_download: bool = False) -> Task:
+    """`demo` -> the bundled arithmetic task; anything else a task source (`reachtui.task_sources`: a JSONL,
+    CSV or parquet file, a `datasets` folder, `hf:NAME[:CONFIG][:SPLIT]`), its records mapped by `fields`,
+    called by its stem unless `name` is given (`--task-name`: GSM8K's `test.jsonl` as gsm8k)."""
+    from reachtui import task_sources
+
     if name is not None and not name.strip():
         raise ReachError("--task-name must not be empty")
     if name is not None:
@@ -67,38 +148,47 @@ def load_task(spec: str, name: str | None = None) -> Task:
         from reachtui.assets import DEMO_TASK_PATH
 
         if name is not None:
-            raise ReachError("--task-name names a JSONL task file; the demo task is called demo")
+            raise ReachError("--task-name names a task file; the demo task is called demo")
+        if fields is not None and fields.given():
+            raise ReachError("the demo task has its own fields: --question-field and the like are for a task file")
         if not DEMO_TASK_PATH.is_file():
             raise ReachError(f"the demo task is missing: {DEMO_TASK_PATH} does not exist")
-        return _load_jsonl(DEMO_TASK_PATH, name="demo", shown=str(DEMO_TASK_PATH))
-    path = Path(spec).expanduser()
-    if not path.exists():
-        raise ReachError(f"{spec}: no such task file (give a JSONL path or 'demo')")
-    if not path.is_file():
-        raise ReachError(f"{spec}: not a file (give a JSONL path or 'demo')")
-    task = _load_jsonl(path, name=name.strip() if name else path.stem, shown=str(spec))
+        source = task_sources.read_source(str(DEMO_TASK_PATH))
+        return task_from_records(source.records, name="demo", path=source.path, fingerprint=source.fingerprint,
+                                 shown=str(DEMO_TASK_PATH))
+    source = task_sources.read_source(str(spec), allow_download=allow_download)
+    task = task_from_records(source.records, name=name.strip() if name else source.name, path=source.path,
+                             fingerprint=source.fingerprint, shown=str(spec), fields=fields,
+                             fixed_fingerprint=source.by_bytes)
     return task if name is None else replace(task, named=True)
 
 
-def _load_jsonl(path: Path, *, name: str, shown: str) -> Task:
-    data = jsonl.read_bytes(path, shown)
+def task_from_records(records, *, name: str, path: str, fingerprint: bytes, shown: str,
+                      fields: Fields | None = None, fixed_fingerprint: bool = True) -> Task:
+    """A Task of `records` ((record number, object) pairs) read with the mapping of `fields`. Its sha256 (the
+    store knows a task by it) is of `fingerprint` (a JSONL file's bytes), and of the mapping too unless it is
+    the default one of a file hashed by its bytes (`fixed_fingerprint`), so tasks stored before field mappings
+    existed keep their identity."""
     questions: list[Question] = []
     seen: dict[str, int] = {}
-    for lineno, record in jsonl.parse(data, shown, gz=False):
+    mapping = None
+    if fields is not None and fields.preset is not None:
+        resolve_fields(fields)            # an unknown preset is said first, also of an empty task
+    for lineno, record in records:
         where = f"{shown}:{lineno}"
-        q = replace(_parse_record(record, where, default_id=str(len(questions))), line=lineno)
+        if mapping is None:
+            mapping = resolve_fields(fields, record)
+        q = replace(_parse_record(record, where, default_id=str(len(questions)), mapping=mapping), line=lineno)
         if q.id in seen:
             raise ReachError(f"{where}: duplicate id {q.id!r} (first on line {seen[q.id]})")
         seen[q.id] = lineno
         questions.append(q)
     if not questions:
         raise ReachError(f"{shown}: the task file has no questions")
-    return Task(
-        name=name,
-        path=str(path.resolve()),
-        sha256=hashlib.sha256(data).hexdigest(),
-        questions=tuple(questions),
-    )
+    digest = hashlib.sha256(fingerprint)
+    if not (fixed_fingerprint and mapping.describe() == FieldMap().describe()):
+        digest.update(b"\0" + mapping.describe().encode())
+    return Task(name=name, path=path, sha256=digest.hexdigest(), questions=tuple(questions))
 
 
 def _text(value, field: str, where: str) -> str:
@@ -115,25 +205,41 @@ def _text(value, field: str, where: str) -> str:
     return value
 
 
-def _parse_record(record: dict, where: str, default_id: str) -> Question:
-    for field in ("question", "answer"):
+def _missing(record: dict, field: str, where: str, flag: str) -> ReachError:
+    have = ", ".join(list(record)[:12]) or "none"
+    return ReachError(f"{where}: missing '{field}' (fields here: {have}; --{flag}-field names another, "
+                      f"--task-preset picks a mapping)")
+
+
+def _parse_record(record: dict, where: str, default_id: str, mapping: FieldMap = FieldMap()) -> Question:
+    m = mapping
+    for field, flag in ((m.question, "question"), (m.answer, "answer"), *((f, "id" if f == m.id else "choices")
+                                                                        for f in m.required)):
         if record.get(field) is None:
-            raise ReachError(f"{where}: missing '{field}'")
-    if not isinstance(record["question"], str):
-        raise ReachError(f"{where}: 'question' must be text, not {type(record['question']).__name__}")
-    question = _text(record["question"], "question", where)
-    answer = _text(record["answer"], "answer", where)
-    solution = record.get("solution")
+            raise _missing(record, field, where, flag)
+    if not isinstance(record[m.question], str):
+        raise ReachError(f"{where}: '{m.question}' must be text, not {type(record[m.question]).__name__}")
+    question = _text(record[m.question], m.question, where)
+    raw_answer = record[m.answer]
+    answer = _text(raw_answer, m.answer, where)
+    solution = record.get(m.solution) if m.solution else None
     if solution is not None:
-        solution = _text(solution, "solution", where)
-    if isinstance(record["answer"], str) and "####" in answer:
+        solution = _text(solution, m.solution, where)
+    if m.boxed:
+        from reachtui.grading import last_boxed
+
+        solution, answer = answer, last_boxed(answer)
+        if answer is None or not answer.strip():
+            raise ReachError(f"{where}: no \\boxed{{...}} answer in '{m.answer}'")
+        answer = answer.strip()
+    elif isinstance(raw_answer, str) and "####" in answer:
         solution = answer if solution is None else solution
         answer = answer.rsplit("####", 1)[1].strip().replace(",", "")
         if not answer:
-            raise ReachError(f"{where}: nothing after '####' in 'answer'")
+            raise ReachError(f"{where}: nothing after '####' in '{m.answer}'")
     else:
         answer = answer.strip()
-    qid = record.get("id", default_id)
+    qid = record.get(m.id, default_id)
     if isinstance(qid, bool) or not isinstance(qid, (str, int)) or not str(qid).strip():
         raise ReachError(f"{where}: 'id' must be a non-empty string or integer")
     bad = next((ch for ch in str(qid) if unicodedata.category(ch) in _CONTROL), None)
@@ -141,10 +247,21 @@ def _parse_record(record: dict, where: str, default_id: str) -> Question:
         raise ReachError(f"{where}: 'id' {str(qid)!r} holds a control character (U+{ord(bad):04X}): ids are "
                          f"printed one per line and in table cells")
     choices = None
-    if record.get("choices") is not None:
-        choices, answer = _choices(record["choices"], record["answer"], answer, where)
+    if record.get(m.choices) is not None:
+        choices, answer = _choices(record[m.choices], raw_answer, answer, where)
         question = question.rstrip() + "\n" + "\n".join(f"({LETTERS[i]}) {c}" for i, c in enumerate(choices))
-    return Question(id=str(qid), question=question, answer=answer, solution=solution, choices=choices)
+    used = {m.question, m.answer, m.id, m.choices, m.solution}
+    meta = tuple((str(k), _meta_value(v)) for k, v in record.items() if k not in used)
+    return Question(id=str(qid), question=question, answer=answer, solution=solution, choices=choices, meta=meta)
+
+
+def _meta_value(value):
+    """A metadata value as stored: text, numbers, booleans and null as they are, anything else as JSON text."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
 #: Unicode categories an id may not hold: control and format characters, line and paragraph separators.
@@ -185,7 +302,19 @@ def _short(text: str) -> str:
 
 
 def _choices(raw, raw_answer, answer: str, where: str) -> tuple[tuple[str, ...], str]:
-    """Option texts and the gold as a letter (given as letter, 0-based index or the option's text)."""
+    """Option texts and the gold as a letter (given as letter, 0-based index or the option's text; with ARC's
+    `{"text": [...], "label": [...]}` choices, as one of the labels). A CSV cell holds them as JSON."""
+    if isinstance(raw, str) and raw.lstrip()[:1] in ("[", "{"):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            raise ReachError(f"{where}: 'choices' is text that is not a JSON list") from None
+    if isinstance(raw, dict) and isinstance(raw.get("text"), list) and isinstance(raw.get("label"), list):
+        labels = [str(x).strip() for x in raw["label"]]
+        raw = raw["text"]
+        if len(labels) == len(raw) and answer.strip() in labels and 2 <= len(raw) <= len(LETTERS):
+            options = tuple(_text(c, "choices", where).strip() for c in raw)
+            return options, LETTERS[labels.index(answer.strip())]
     if not isinstance(raw, list) or not 2 <= len(raw) <= len(LETTERS):
         raise ReachError(f"{where}: 'choices' must be a list of 2 to 26 options")
     options = tuple(_text(c, "choices", where).strip() for c in raw)
@@ -198,4 +327,6 @@ def _choices(raw, raw_answer, answer: str, where: str) -> tuple[tuple[str, ...],
         return options, letter
     if answer.strip() in options:
         return options, LETTERS[options.index(answer.strip())]
+    if answer.strip().isdigit() and int(answer) < len(options):     # an index read as text (CSV)
+        return options, LETTERS[int(answer)]
     raise ReachError(f"{where}: answer {answer!r} is neither a choice letter, an index nor one of the choices")

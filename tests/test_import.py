@@ -346,8 +346,8 @@ def test_examples_copies_the_bundled_files_and_never_overwrites_another(tmp_path
     from reachtui.assets import EXAMPLES_DIR
 
     names = sorted(f.name for f in EXAMPLES_DIR.glob("*.*"))
-    assert names == ["base.jsonl", "broken.jsonl", "demo_inspect.eval", "fewshot_demo.jsonl", "samples_demo.jsonl",
-                     "tuned.jsonl"]
+    assert names == ["base.jsonl", "broken.jsonl", "demo_inspect.eval", "demo_subjects.csv", "fewshot_demo.jsonl",
+                     "samples_demo.jsonl", "tuned.jsonl"]
     out = subprocess.run([sys.executable, "-m", "reachtui", "examples", str(tmp_path)], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout == f"copied {', '.join(names)} to {tmp_path}\n"
     assert all((tmp_path / n).read_bytes() == (EXAMPLES_DIR / n).read_bytes() for n in names)

@@ -37,6 +37,7 @@ def test_the_wheel_carries_the_demo(tmp_path):
                  "reachtui/bundled/examples/demo_inspect.eval", "reachtui/bundled/examples/broken.jsonl",
                  "reachtui/bundled/examples/fewshot_demo.jsonl", "reachtui/presets/gsm8k-cot.toml",
                  "reachtui/presets/math-boxed.toml", "reachtui/presets/mc-letters.toml",
+                 "reachtui/bundled/examples/demo_subjects.csv",
                  "reachtui/tui/app.tcss", "reachtui/cli.py"):
         assert need in names, need
     assert not any(n.startswith(("tests/", "store/")) or n.endswith(".svg") for n in names)

@@ -7,6 +7,7 @@ this interpreter, and the README's python blocks run after the console blocks, i
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -55,11 +56,13 @@ def test_every_console_block_runs_as_printed_in_order_in_a_fresh_folder(tmp_path
     for figure in ("passk.pdf", "compare.svg", "reach.png", "mlp-scan.pdf", "passk.parquet", "base.eval"):
         assert (tmp_path / figure).stat().st_size > 1000, figure
     assert not (tmp_path / "passk.jpg").exists() and not (tmp_path / "summary.xlsx").exists()
-    runs = run("reachtui runs", tmp_path).stdout
-    names = [line.split()[1] for line in runs.splitlines() if re.match(r"\s+\d+ ", line)]
+    runs = json.loads(run("reachtui runs --json", tmp_path).stdout)
+    names = [r["model"] for r in runs]
     assert names[:6] == ["base", "tuned", "samples_demo", "inspect-demo", "demo", "base-again"]  # imports, an audit
-    assert names[6].startswith("demo+/") and names[7:] == ["demo"]     # the LoRA adapter's audit, the preset's
+    assert names[6].startswith("demo+/") and names[7] == "demo"     # the LoRA adapter's audit, the preset's
     assert (tmp_path / "demo-lora" / "adapter_config.json").is_file()
+    assert names[8:] == ["base-by-subject", "base-parquet", "base-datasets", "lm-eval-docs",
+                         "inspect-samples"]   # tasks as they come
     for block in re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S):
         done = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True)
         assert done.returncode == 0, block + done.stderr

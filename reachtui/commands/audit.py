@@ -119,10 +119,10 @@ def print_closing(out, store, run_id: int) -> None:
 @click.option("--workers", type=numbers.INT, default=None,
               help="Ray workers. [default: one per GPU in the cluster, else its CPUs // --threads]")
 @model_access_options
-def audit(model, task_spec, task_name, probes, budget, temperature, seed, limit, mlp_scan, store_path, protocol_file,
-          chat, system, template, answer_format, stops, fewshot_file, run_id, new_run, device, dtype, device_map,
-          offload_folder, batch_size, max_new_tokens, threads, ray_address, workers, revision, trust_remote_code,
-          allow_download, allow_pickle, allow_missing_weights):
+def audit(model, task_spec, task_name, task_fields, probes, budget, temperature, seed, limit, mlp_scan, store_path,
+          protocol_file, chat, system, template, answer_format, stops, fewshot_file, run_id, new_run, device, dtype,
+          device_map, offload_folder, batch_size, max_new_tokens, threads, ray_address, workers, revision,
+          trust_remote_code, allow_download, allow_pickle, allow_missing_weights):
     """Audit MODEL on TASK: realized (default decoding) vs reachable (some attempt of a probe) per
     question; every attempt stored, resumable. MODEL is `demo`, a directory, a PEFT adapter directory, or a
     cached HF id.
@@ -153,7 +153,8 @@ def audit(model, task_spec, task_name, probes, budget, temperature, seed, limit,
                               budget=budget, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
                               limit=limit, batch_size=batch_size, mlp_scan=mlp_scan, explicit_scan=True,
                               deployed=deployment(chat=chat, system=system, template=template,
-                                                  answer_format=answer_format, stops=stops, fewshot_file=fewshot_file))
+                                                  answer_format=answer_format, stops=stops, fewshot_file=fewshot_file),
+                              task_fields=task_fields, allow_download=allow_download)
     protocol, task, mlp_scan = settings.protocol, settings.task, settings.mlp_scan
     store = Store(store_path)
     click.get_current_context().call_on_close(store.close)

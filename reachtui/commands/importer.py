@@ -11,13 +11,14 @@ from __future__ import annotations
 import click
 
 from reachtui.commands import numbers
-from reachtui.commands.options import store_option
+from reachtui.commands.options import store_option, task_option
 
 
 @click.command("import")
 @click.argument("file", metavar="FILE")
-@click.option("--task", "task_spec", required=True, metavar="TASK",
-              help="The task the generations answer: a JSONL file or 'demo'. Question ids match its ids.")
+@task_option(required=False, help="The task the generations answer: a JSONL, CSV or parquet file, a `datasets` "
+             "folder, hf:NAME[:CONFIG][:SPLIT] or demo; question ids match its ids. [default: the questions the "
+             "file carries: an lm-eval row's doc and target, an Inspect sample's input and target]")
 @click.option("--format", "fmt", default=None, metavar="FORMAT",
               help="jsonl (one attempt per line), lm-eval (a --log_samples file) or inspect (an Inspect AI "
                    "log; needs reachtui[inspect]); default: detected (.eval is inspect).")
@@ -31,8 +32,9 @@ from reachtui.commands.options import store_option
               help="The protocol the generations were made under (makes the run comparable with audits).")
 @click.option("--realized-epoch", type=numbers.INT, default=None, metavar="N",
               help="inspect: the epoch read as the realized output (default 1); all epochs are sample attempts.")
-def import_(file, task_spec, fmt, model, store_path, answer_format, filter_name, protocol_path,
-            realized_epoch) -> None:
+@click.option("--allow-download", is_flag=True, help="Fetch an hf: task from the Hugging Face hub if not cached.")
+def import_(file, task_spec, task_name, task_fields, fmt, model, store_path, answer_format, filter_name, protocol_path,
+            realized_epoch, allow_download) -> None:
     """Make a run from recorded generations in FILE, graded by reachtui's grader: realized vs reachable,
     failure sets and every table, without running a model.
 
@@ -40,12 +42,14 @@ def import_(file, task_spec, fmt, model, store_path, answer_format, filter_name,
       reachtui import generations.jsonl --task demo --model my-model
       reachtui import samples_gsm8k_2026-01-01.jsonl --task gsm8k.jsonl --format lm-eval --filter strict-match
       reachtui import logs/2026-12-03_gsm8k_abc.eval --task gsm8k.jsonl --format inspect
+      reachtui import samples_gsm8k_2026-01-01.jsonl          # the questions from the rows' doc and target
     """
     from reachtui.engine.importing import import_file
 
     result = import_file(file, task_spec, fmt=fmt, model=model, store_path=store_path, answer_format=answer_format,
                          filter_name=filter_name, protocol_path=protocol_path,
-                         realized_epoch=realized_epoch)
+                         realized_epoch=realized_epoch, task_name=task_name, task_fields=task_fields,
+                         allow_download=allow_download)
     for n in result.notes:
         click.echo(f"note: {n}", err=True)
     from reachtui import tables as T

@@ -91,10 +91,10 @@ def open_(**options):
     prepare(**options)()
 
 
-def prepare(model, task_spec, task_name, store_path, run_id, probes, budget, temperature, seed, limit, mlp_scan,
-            protocol_file, chat, system, template, answer_format, stops, fewshot_file, max_new_tokens, new_run, device,
-            dtype, device_map, offload_folder, batch_size, threads, revision, trust_remote_code, allow_download,
-            allow_pickle, allow_missing_weights, compare, allow_unmatched, keymap_file):
+def prepare(model, task_spec, task_name, task_fields, store_path, run_id, probes, budget, temperature, seed, limit,
+            mlp_scan, protocol_file, chat, system, template, answer_format, stops, fewshot_file, max_new_tokens,
+            new_run, device, dtype, device_map, offload_folder, batch_size, threads, revision, trust_remote_code,
+            allow_download, allow_pickle, allow_missing_weights, compare, allow_unmatched, keymap_file):
     """Every check `open` makes of its options before any UI (`serve` makes them too, before serving): one
     line for a bad one. Returns what starts the app."""
     from reachtui.commands.options import deployment
@@ -132,7 +132,8 @@ def prepare(model, task_spec, task_name, store_path, run_id, probes, budget, tem
                               budget=budget, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
                               limit=limit, batch_size=batch_size, mlp_scan=mlp_scan, explicit_scan=False,
                               deployed=deployment(chat=chat, system=system, template=template,
-                                                  answer_format=answer_format, stops=stops, fewshot_file=fewshot_file))
+                                                  answer_format=answer_format, stops=stops, fewshot_file=fewshot_file),
+                              task_fields=task_fields, allow_download=allow_download)
     protocol, task, mlp_scan = settings.protocol, settings.task, settings.mlp_scan
     # a missing model, pickled weights, a --max-new-tokens over its positions: one line now, not in the app
     loadable(model, protocol.max_new_tokens, allow_download=allow_download, allow_pickle=allow_pickle,

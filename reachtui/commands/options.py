@@ -11,6 +11,7 @@ beyond click.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -69,7 +70,7 @@ model_access_options = _stack(
                  help="A branch, tag or commit of a Hugging Face id (from the local cache unless --allow-download); "
                       "the run calls the model ID@REV."),
     click.option("--trust-remote-code", is_flag=True, help="Allow the model's own code (off by default)."),
-    click.option("--allow-download", is_flag=True, help="Fetch the model from the Hugging Face hub if not cached."),
+    click.option("--allow-download", is_flag=True, help="Fetch the model (and an hf: task) from the Hugging Face hub if not cached."),
     click.option("--allow-pickle", is_flag=True,
                  help="Load a model whose weights are only pickles (pytorch_model.bin), which can run code when "
                       "loaded. Off by default: safetensors only."),
@@ -141,16 +142,57 @@ protocol_options = _stack(
 )
 
 
-def task_option(*, default: str | None = None, note: str = ""):
-    """--task (required unless a `default` is given; `note` is appended to the help) and --task-name."""
-    return _stack(
+#: The field options of a task (`tasks.Fields`), as the command function's keyword arguments.
+_FIELD_KEYS = ("question_field", "answer_field", "id_field", "choices_field", "task_preset")
+
+
+def task_fields_of(params: dict) -> dict:
+    """`params` with the field options folded into one `task_fields` (a `reachtui.tasks.Fields`)."""
+    from reachtui.tasks import Fields
+
+    out = {k: v for k, v in params.items() if k not in _FIELD_KEYS}
+    out["task_fields"] = Fields(question=params.get("question_field"), answer=params.get("answer_field"),
+                                id=params.get("id_field"), choices=params.get("choices_field"),
+                                preset=params.get("task_preset"))
+    return out
+
+
+def task_option(*, default: str | None = None, note: str = "", required: bool | None = None,
+                help: str | None = None):
+    """--task (required unless a `default` is given or `required` says; `note` is appended to the help),
+    --task-name and the task's field mapping (--question-field, --answer-field, --id-field, --choices-field,
+    --task-preset), which reach the command as one `task_fields` argument (`tasks.Fields`)."""
+    from reachtui.task_sources import KINDS
+
+    def bundle(command):
+        @functools.wraps(command)
+        def call(**params):
+            return command(**task_fields_of(params))
+
+        return call
+
+    options = _stack(
         # no `default=None` beside required=True: click 8.5 takes an explicit None as given, not missing
         click.option("--task", "task_spec", metavar="TASK",
-                     **({"required": True} if default is None else {"default": default, "show_default": True}),
-                     help="`demo` or a JSONL file (GSM8K's `#### N` understood)." + note),
+                     **({"required": True} if (default is None if required is None else required)
+                        else {"default": default, "show_default": default is not None}),
+                     help=(help or f"The questions: {KINDS} (GSM8K's `#### N` understood).") + note),
         click.option("--task-name", "task_name", default=None, metavar="NAME",
-                     help="What to call a JSONL task in the store and the tables [default: the file's stem, "
-                          "e.g. test for GSM8K's test.jsonl]."))
+                     help="What to call the task in the store and the tables [default: the file's stem, "
+                          "e.g. test for GSM8K's test.jsonl; the dataset's name]."),
+        click.option("--question-field", default=None, metavar="FIELD",
+                     help="The task's field holding the question [default: question; MATH: problem]."),
+        click.option("--answer-field", default=None, metavar="FIELD",
+                     help="The field holding the gold answer [default: answer; ARC: answerKey; MATH: solution, "
+                          "its last \\boxed{}]."),
+        click.option("--id-field", default=None, metavar="FIELD",
+                     help="The field holding the question's id [default: id, else its position]."),
+        click.option("--choices-field", default=None, metavar="FIELD",
+                     help="The field holding a multiple-choice question's options [default: choices]."),
+        click.option("--task-preset", default=None, metavar="gsm8k|math|arc|mmlu",
+                     help="A built-in field mapping [default: chosen from the first record]. Every other field "
+                          "is the question's metadata (export --where \"meta_subject = 'algebra'\")."))
+    return lambda command: options(bundle(command))
 
 
 #: --store, the one declaration every command shares (the store itself says what is wrong with a path).

@@ -32,17 +32,19 @@ def placement(device: str, device_map: str | None, offload_folder: str | None) -
 def audit_settings(*, task_spec: str, task_name: str | None, protocol_file: str | None, probes: str | None,
                    budget: int | None, temperature: float | None, seed: int | None, max_new_tokens: int | None,
                    limit: int | None, batch_size: int | None, mlp_scan: str | None,
-                   explicit_scan: bool, deployed: dict | None = None) -> AuditSettings:
+                   explicit_scan: bool, deployed: dict | None = None, task_fields=None,
+                   allow_download: bool = False) -> AuditSettings:
     """The counts, the protocol (its file or preset with the flags applied, `deployed`: the deployment flags'
     fields, `options.deployment`), the MLP scan's probe (`explicit_scan`: asked for, so a protocol without a
-    probe to scan is refused), the task and its golds under the answer format."""
+    probe to scan is refused), the task (`task_fields`: its field mapping) and its golds under the answer
+    format."""
     from reachtui.tasks import check_gold, load_task
 
     at_least_one(batch_size=batch_size, limit=limit)
     protocol = protocol_of(protocol_file, probes=probes, budget=budget, temperature=temperature, seed=seed,
                            max_new_tokens=max_new_tokens, deployed=deployed)
     scan = pick_mlp_scan(mlp_scan, [p.name for p in protocol.probes], explicit=explicit_scan)
-    task = load_task(task_spec, task_name)
+    task = load_task(task_spec, task_name, task_fields, allow_download=allow_download)
     check_gold(task, protocol.answer_format, protocol.choices)
     return AuditSettings(protocol, task, scan)
 

@@ -30,13 +30,14 @@ def serve(ctx, host, port):
       reachtui serve demo --port 8080                        # the demo audit, live, in the browser
     """
     from reachtui.commands.open import open_, prepare
+    from reachtui.commands.options import task_fields_of
 
     args = list(ctx.args)
     try:                                # the same options as `open`, checked as `open` checks them: a bad one is
         params = open_.make_context("reachtui open", list(args)).params    # refused now, not in each tab
     except click.UsageError as exc:
         raise ReachError(f"serve: {exc.format_message()}") from None
-    prepare(**params)
+    prepare(**task_fields_of(params))
     from reachtui.tui.serve import is_loopback, serve as run_server
 
     if not is_loopback(host):

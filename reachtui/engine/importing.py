@@ -23,7 +23,7 @@ from typing import Any
 from reachtui.engine.finish import store_outcomes
 from reachtui.engine.record import graded
 from reachtui.errors import ReachError
-from reachtui.importers.read import IMPORT_FORMATS, detect_format, read
+from reachtui.importers.read import IMPORT_FORMATS, detect_format, read, task_of
 from reachtui.importers.records import Parsed, Record, check_complete
 from reachtui.probes import registry
 
@@ -133,11 +133,14 @@ def write_run(store, task, protocol, graded_rows: list[dict[str, Any]], *, model
     return run_id, question_ids, sets
 
 
-def import_file(path: str | Path, task_spec: str, *, fmt: str | None = None, model: str | None = None,
+def import_file(path: str | Path, task_spec: str | None, *, fmt: str | None = None, model: str | None = None,
                 store_path: str | Path | None = None, answer_format: str | None = None,
                 filter_name: str | None = None, protocol_path: str | None = None,
-                realized_epoch: int | None = None) -> ImportResult:
-    """Read, check and grade FILE against the task, then write one complete run in one transaction."""
+                realized_epoch: int | None = None, task_name: str | None = None, task_fields=None,
+                allow_download: bool = False) -> ImportResult:
+    """Read, check and grade FILE against the task (`task_spec` None: the questions the file carries, an
+    lm-eval row's doc and target or an Inspect sample's input and target), then write one complete run in one
+    transaction."""
     from reachtui.grading import FORMATS as ANSWER_FORMATS
     from reachtui.tasks import check_gold, check_name, load_task
 
@@ -148,8 +151,12 @@ def import_file(path: str | Path, task_spec: str, *, fmt: str | None = None, mod
         raise ReachError(f"unknown import format {fmt!r}; choose one of {', '.join(IMPORT_FORMATS)}")
     if answer_format is not None and answer_format not in ANSWER_FORMATS:
         raise ReachError(f"unknown answer format {answer_format!r}; choose one of {', '.join(ANSWER_FORMATS)}")
-    task = load_task(task_spec)
+    task = load_task(task_spec, task_name, task_fields, allow_download=allow_download) if task_spec else None
     fmt = fmt or detect_format(path)
+    if task is None:
+        if task_name is not None:
+            check_name(task_name, "--task-name")
+        task = task_of(path, fmt, task_fields, task_name)
     if filter_name is not None and fmt != "lm-eval":
         raise ReachError("--filter is for lm-eval files")
     if realized_epoch is not None and fmt != "inspect":

@@ -3,7 +3,11 @@
 read (`--filter NAME`, else the first filter seen for each doc), so nothing is counted twice; the raw `resps`
 are graded, not lm-eval's filtered answers. The first response is the realized attempt and all responses are
 the `sample` probe. `doc_id` is the task's question id when every doc_id is one, else the 0-based position in
-the task file (lm-eval's own meaning)."""
+the task file (lm-eval's own meaning).
+
+Without `--task`, the rows give the questions (`task_of`): each doc's `doc` (the dataset's record: its fields
+mapped as a task file's, the others its metadata), its gold from `target` where the doc has no answer field,
+its id the `doc_id`."""
 
 from __future__ import annotations
 
@@ -91,3 +95,36 @@ def read_lm_eval(path: Path, task, filter_name: str | None = None) -> Parsed:
     used_filter = next(iter(filter_of.values())) if len(set(filter_of.values())) == 1 else None
     return Parsed(records, notes=notes, source="lm-eval", filter=used_filter,
                   targets=[(i, qid_of[d], t) for i, d, _r, t in rows])
+
+
+def task_of(path: Path, fields=None, name: str | None = None):
+    """The task the rows carry (`reachtui import FILE` without --task): one question per doc_id (its first
+    row), read from the row's `doc` with the mapping of `fields` (`reachtui.tasks.Fields`), the gold from the
+    row's `target` when the doc has no answer field, the id the doc_id (unless --id-field names a field)."""
+    from reachtui.task_sources import canonical
+    from reachtui.tasks import Fields, resolve_fields, task_from_records
+
+    fields = fields or Fields()
+    if fields.id is None:
+        fields = Fields(fields.question, fields.answer, "doc_id", fields.choices, fields.preset)
+    records, seen, mapping = [], set(), None
+    for i, obj in jsonl.objects(path):
+        doc_id = need(path, i, obj, "doc_id")
+        if doc_id in seen:
+            continue
+        seen.add(doc_id)
+        doc = obj.get("doc")
+        if not isinstance(doc, dict):
+            raise ReachError(f"{path}:{i}: the row has no doc (lm-eval writes it with --log_samples), so the question "
+                             f"is unknown: give --task")
+        record = {**doc, "doc_id": doc_id}
+        mapping = mapping or resolve_fields(fields, record)
+        if record.get(mapping.answer) is None and obj.get("target") is not None:
+            record[mapping.answer] = obj["target"]
+        records.append((i, record))
+    if not records:
+        raise ReachError(f"{path}: no samples in the file")
+    records.sort(key=lambda r: (str(type(r[1]["doc_id"])), r[1]["doc_id"]))
+    return task_from_records(records, name=name or path.name.removesuffix(".gz").removesuffix(".jsonl"),
+                             path=str(path.resolve()), fingerprint=canonical(records), shown=str(path),
+                             fields=fields, fixed_fingerprint=False)

@@ -34,3 +34,17 @@ def read(path: Path, task, fmt: str, *, filter_name: str | None = None, realized
     from reachtui.importers.lm_eval import read_lm_eval
 
     return read_lm_eval(path, task, filter_name)
+
+
+def task_of(path: Path, fmt: str, fields=None, name: str | None = None):
+    """The task a file of `fmt` carries (`reachtui import` without --task): lm-eval rows' docs and targets, an
+    Inspect log's samples; reachtui's own jsonl carries none."""
+    if fmt == "inspect":
+        from reachtui.importers.inspect_log import task_of as inspect_task
+
+        return inspect_task(path, fields, name)
+    if fmt == "lm-eval":
+        from reachtui.importers.lm_eval import task_of as lm_eval_task
+
+        return lm_eval_task(path, fields, name)
+    raise ReachError(f"{path}: a {fmt} file carries no questions: give --task")

@@ -4,6 +4,7 @@ probe reachable, first hit, hits, distinct answers and the chance control) and t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from reachtui.probes import registry
@@ -48,10 +49,13 @@ def questions_table(store, run_ids: Sequence[int]) -> Table:
         probes += [p for p in run_probes(store, run_id) if p not in probes]
     probes.sort(key=registry.sort_key)
     rows: list[tuple] = []
+    metas = {run_id: store.question_meta(run_id) for run_id in run_ids}
+    keys = meta_keys(m for run in metas.values() for m in run.values())
     for run_id, _info, rc in controls(store, run_ids):
         cells = [rc.probe(p) for p in probes]
         questions = store.question_rows(run_id)
         qid_of = {q: qid for q, qid, *_rest in questions}
+        meta = metas[run_id]
         for q, qid, _idx, gold, answer, correct in questions:
             partner = rc.partner.get(q)
             mine = [c.get(q) for c in cells]
@@ -62,9 +66,46 @@ def questions_table(store, run_ids: Sequence[int]) -> Table:
             for cell in mine:
                 out += [None, None, None] if cell is None else \
                     [cell.hits, cell.distinct, cell.control_hits > 0 if partner is not None else None]
+            mine = meta.get(q, {})
+            out += [_cell(mine.get(k)) for k in keys]
             rows.append(tuple(out))
     title = "Questions: realized, reachable and first hit per probe, chance control" + runs_label(run_ids)
-    return Table("questions", title, _question_columns(probes), rows)
+    columns = _question_columns(probes) + _meta_columns(keys, [row[-len(keys):] for row in rows] if keys else [])
+    return Table("questions", title, columns, rows)
+
+
+def meta_keys(metas) -> list[str]:
+    """The metadata keys of the questions' `metas` (dicts), in the order first seen."""
+    keys: dict[str, None] = {}
+    for m in metas:
+        keys.update(dict.fromkeys(m))
+    return list(keys)
+
+
+def meta_column(key: str) -> str:
+    """A metadata key as its column name: `meta_` and the key, non-word characters as `_` (subject ->
+    meta_subject, "sub-field" -> meta_sub_field), so `export --where "meta_subject = 'algebra'"` reads it."""
+    return "meta_" + re.sub(r"\W", "_", key)
+
+
+def _cell(value):
+    return value if value is None or isinstance(value, (str, int, float)) else str(value)
+
+
+def _meta_columns(keys: list[str], cells: list[tuple]) -> list[Column]:
+    """One column per metadata key, typed by its values: int, float or bool when every value is one."""
+    out = []
+    for i, key in enumerate(keys):
+        values = [c[i] for c in cells if c[i] is not None]
+        kind = "text"
+        if values and all(isinstance(v, bool) for v in values):
+            kind = "bool"
+        elif values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            kind = "int"
+        elif values and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            kind = "float"
+        out.append(Column(meta_column(key), kind))
+    return out
 
 
 def attempts_table(store, run_ids: Sequence[int]) -> Table:

@@ -209,6 +209,10 @@ class AuditData:
     def question(self, key: int) -> dict[str, Any]:
         return self.store.question(key)
 
+    def question_meta(self, run_id: int) -> dict[int, dict[str, Any]]:
+        """{question key: its metadata} of the run's questions that have any (the task's other columns)."""
+        return self.store.question_meta(run_id)
+
     def default_attempt(self, run_id: int, key: int) -> dict[str, Any] | None:
         return self.store.default_attempt(run_id, key)
 

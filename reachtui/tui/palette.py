@@ -35,6 +35,10 @@ def palette_commands(app) -> list[Command]:
         add(f"layer: repeat layer {i}", partial(main.edit_layer, "repeat", i), f"run layer {i} twice")
     if app.audit_running:
         add("run: stop the audit", app.stop_audit, "after the current batch; the run stays resumable")
+    for key, values in main.meta_values().items():
+        for value in values:
+            add(f"filter: {key} = {value}", partial(main.set_meta_filter, key, value),
+                f"the questions whose {key} is {value} (the task's metadata)")
     if app.last_exploration is not None:
         add(f"filter: changed by exploration #{app.last_exploration}",
             partial(main.show_changed, app.last_exploration), "the questions it repaired or broke")

@@ -40,9 +40,10 @@ def cell_status(row: QRow, p: int) -> str:
 
 @dataclass(frozen=True)
 class Filter:
-    kind: str = "all"  # all | failure | realized | unreachable | changed
-    probe: str | None = None  # for kind == "failure"; for "changed": the exploration's label
+    kind: str = "all"  # all | failure | realized | unreachable | changed | meta
+    probe: str | None = None  # for kind == "failure"; for "changed": the exploration's label; "meta": the key
     search: str | None = None  # FTS text, combined with the kind
+    value: object = None  # for kind == "meta": the metadata value the questions have
 
     def label(self) -> str:
         names = {"all": "all questions", "realized": "realized", "unreachable": "unreachable"}
@@ -50,6 +51,8 @@ class Filter:
             text = f"failure set ({self.probe})"
         elif self.kind == "changed":
             text = f"changed by {self.probe}"
+        elif self.kind == "meta":
+            text = f"{self.probe} = {self.value}"
         else:
             text = names[self.kind]
         if self.search:
@@ -60,14 +63,15 @@ class Filter:
 def apply_filter(rows: list[QRow], probes: tuple[str, ...], flt: Filter, *,
                  members: set[int] | None = None, found: set[int] | None = None) -> list[QRow]:
     """The rows a filter shows. `members`: the frozen failure set's question keys when the store has one
-    (else the live definition reachable ∧ ¬realized is used); `found`: the search hits."""
+    (else the live definition reachable ∧ ¬realized is used), the questions an exploration changed, or those
+    with the metadata value; `found`: the search hits."""
     if flt.kind == "all":
         out = rows
     elif flt.kind == "realized":
         out = [r for r in rows if r.realized]
     elif flt.kind == "unreachable":
         out = [r for r in rows if r.realized is False and all(x is False for x in r.reach)]
-    elif flt.kind == "changed":
+    elif flt.kind in ("changed", "meta"):
         out = [r for r in rows if r.key in (members or set())]
     elif flt.kind == "failure":
         if members is not None:

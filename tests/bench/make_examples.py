@@ -9,7 +9,9 @@ imports them:
   base realizes demo-0001 and demo-0004; its 4 samples hit 3, 1, 2 and 1 times (first at k = 1, 4, 2, 1).
   tuned realizes and reaches all but demo-0003.
 - samples_demo.jsonl: an lm-eval `--log_samples` file: one row per doc per filter (strict-match and
-  flexible-extract), two responses a doc (the first right, the second wrong).
+  flexible-extract), two responses a doc (the first right, the second wrong), each with its doc (question,
+  answer, subject) and target, so it can be imported without --task.
+- demo_subjects.csv: the four questions as a CSV task (id, question, answer) with a metadata column, subject.
 - demo_inspect.eval: an Inspect AI log, made by inspect_ai itself with its offline mock model: each
   question 3 epochs, right in epochs 1 and 3, wrong in epoch 2.
 - broken.jsonl: base's first five lines and a sixth naming a question the task does not have.
@@ -41,13 +43,39 @@ def jsonl(realized: dict[str, str], samples: dict[str, list[str]]) -> str:
     return "".join(json.dumps(x) + "\n" for x in lines)
 
 
+#: The subject column of demo_subjects.csv: whether the question needs a multiplication.
+SUBJECT = {"demo-0001": "multiplication", "demo-0002": "multiplication", "demo-0003": "multiplication",
+           "demo-0004": "addition"}
+
+
 def lm_eval_rows() -> str:
+    """One row per doc per filter, each with its `doc` (the task's record, as lm-eval writes it) and target."""
+    from reachtui.tasks import load_task
+
+    task = {q.id: q for q in load_task("demo").questions}
     rows = []
     for doc_id, qid in enumerate(RIGHT):
         for flt in ("strict-match", "flexible-extract"):
-            rows.append({"doc_id": doc_id, "filter": flt, "target": RIGHT[qid],
+            rows.append({"doc_id": doc_id, "doc": {"question": task[qid].question, "answer": RIGHT[qid],
+                                                   "subject": SUBJECT[qid]},
+                         "filter": flt, "target": RIGHT[qid],
                          "resps": [[output(qid, RIGHT[qid]), output(qid, "1")]], "filtered_resps": [RIGHT[qid]]})
     return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def subjects_csv() -> str:
+    """The demo task's first four questions as a CSV task with a metadata column, subject."""
+    import csv
+    import io
+
+    from reachtui.tasks import load_task
+
+    buf = io.StringIO()
+    out = csv.writer(buf, lineterminator="\n")
+    out.writerow(["id", "question", "answer", "subject"])
+    for q in load_task("demo").questions[:4]:
+        out.writerow([q.id, q.question, q.answer, SUBJECT[q.id]])
+    return buf.getvalue()
 
 
 def inspect_log(out: Path) -> None:
@@ -80,6 +108,7 @@ def inspect_log(out: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=ROOT / "assets" / "examples")
+    ap.add_argument("--keep-inspect", action="store_true", help="leave demo_inspect.eval as it is")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     base = jsonl({"demo-0001": "6", "demo-0002": "62", "demo-0003": "54", "demo-0004": "18"},
@@ -90,10 +119,12 @@ def main() -> None:
     (args.out / "base.jsonl").write_text(base)
     (args.out / "tuned.jsonl").write_text(tuned)
     (args.out / "samples_demo.jsonl").write_text(lm_eval_rows())
+    (args.out / "demo_subjects.csv").write_text(subjects_csv())
     broken = base.splitlines()[:5] + [json.dumps({"question_id": "demo-9999", "probe": "sample", "attempt": 0,
                                                   "output": " #### 1"})]
     (args.out / "broken.jsonl").write_text("\n".join(broken) + "\n")
-    inspect_log(args.out)
+    if not args.keep_inspect:
+        inspect_log(args.out)
     for f in sorted(args.out.iterdir()):
         print(f"{f.relative_to(ROOT) if f.is_relative_to(ROOT) else f}  {f.stat().st_size} bytes")
 

@@ -21,6 +21,8 @@ from reachtui.tui.widgets.layer_strip import LayerStrip
 from reachtui.tui.widgets.panes import DetailPane, LivePane, RunHeader
 from reachtui.tui.widgets.question_table import QuestionTable, header_text
 
+_ABSENT = object()   # a question without the metadata key a filter asks for
+
 
 class MainScreen(Screen):
     BINDINGS = bindings("main")
@@ -32,6 +34,7 @@ class MainScreen(Screen):
         self.filter = Filter()
         self.found: set[int] | None = None      # search hits (None: no search)
         self.changed: set[int] = set()          # questions an exploration changed (filter "changed")
+        self._meta: tuple[int, dict[int, dict[str, Any]]] | None = None   # (run id, its questions' metadata)
         self.members: dict[int, set[int]] = {}  # frozen set id -> its question keys
         self.counters: Counters | None = None
         self.intervention: LayerEditor | None = None
@@ -71,8 +74,10 @@ class MainScreen(Screen):
             n = run.num_layers or (app.runner.num_layers if app.runner is not None else None)
             if n:
                 self.set_intervention(LayerEditor.identity(n))
+        if new_run:
+            self._meta = None
         if (self.filter.kind == "failure" and self.filter.probe not in run.probes) or (
-                new_run and self.filter.kind == "changed"):
+                new_run and self.filter.kind in ("changed", "meta")):
             self.filter = Filter(search=self.filter.search)
         self.apply_view()
 
@@ -95,6 +100,9 @@ class MainScreen(Screen):
             return []
         if self.filter.kind == "changed":
             members = self.changed
+        elif self.filter.kind == "meta":
+            members = {key for key, meta in self.question_meta().items()
+                       if meta.get(self.filter.probe, _ABSENT) == self.filter.value}
         else:
             members = self.members_of(self.filter.probe) if self.filter.kind == "failure" else None
         return apply_filter(self.app.all_rows, run.probes, self.filter, members=members, found=self.found)
@@ -156,6 +164,30 @@ class MainScreen(Screen):
         self.members.clear()
 
     # ---- filters and search -----------------------------------------------------------------------
+
+    def question_meta(self) -> dict[int, dict[str, Any]]:
+        """The open run's questions' metadata (read once per run)."""
+        run, data = self.app.run_info, self.app.data
+        if run is None or data is None:
+            return {}
+        if self._meta is None or self._meta[0] != run.id:
+            self._meta = (run.id, data.question_meta(run.id))
+        return self._meta[1]
+
+    def meta_values(self, most: int = 100) -> dict[str, list[Any]]:
+        """Per metadata key, its distinct values (first seen first), for keys with at most `most` of them:
+        what the palette offers as `filter: KEY = VALUE`."""
+        values: dict[str, dict[Any, None]] = {}
+        for meta in self.question_meta().values():
+            for key, value in meta.items():
+                if isinstance(value, (str, int, float, bool)) or value is None:
+                    values.setdefault(key, {})[value] = None
+        return {k: list(v) for k, v in values.items() if len(v) <= most}
+
+    def set_meta_filter(self, key: str, value: Any) -> None:
+        """Show the questions whose metadata `key` is `value`."""
+        self.filter = Filter("meta", key, self.filter.search, value)
+        self.apply_view()
 
     def set_filter(self, kind: str, probe: str | None = None) -> None:
         self.filter = Filter(kind, probe, self.filter.search)

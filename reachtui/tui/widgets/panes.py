@@ -158,6 +158,10 @@ class DetailPane(VerticalScroll):
             title.append(f"{question['qid']}", style="bold")
             title.append("  gold ", style="dim")
             title.append(str(question["gold"]), style="bold green")
+            for key, value in (question.get("meta") or {}).items():     # the task's other columns
+                title.append(f"  {key} ", style="dim")
+                text = str(value)
+                title.append(text if len(text) <= 60 else text[:59] + "…")
             self.query_one("#detail-title", Static).update(title)
             self.query_one("#detail-question", Static).update(Text(question["question"]))
             d = Text()
