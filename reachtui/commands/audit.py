@@ -19,7 +19,7 @@ from reachtui.commands import numbers
 from reachtui.commands.options import (batch_size_option, mlp_scan_flag, model_access_options, new_option,
                                        placement_options, protocol_options, set_threads, store_option, task_option,
                                        threads_option)
-from reachtui.commands.preflight import audit_settings, loadable, placement
+from reachtui.commands.preflight import loadable, placement, settings_of
 from reachtui.engine.progress import DONE, FAILURE_SETS
 from reachtui.errors import ReachError
 
@@ -130,7 +130,6 @@ def audit(model, task_spec, task_name, task_fields, probes, budget, temperature,
     Repeating the command of a complete run shows that run (nothing is generated); --new starts another."""
     from rich.console import Console
 
-    from reachtui.commands.options import deployment
     from reachtui.engine.audit import check_given_run, completed_audit, holds_scan, run_audit
     from reachtui.model.load import model_name, with_revision
     from reachtui.store import Store
@@ -149,12 +148,7 @@ def audit(model, task_spec, task_name, task_fields, probes, budget, temperature,
     elif workers is not None:
         raise ReachError("--workers needs --ray")
     placement(device, device_map, offload_folder)     # before the store is touched
-    settings = audit_settings(task_spec=task_spec, task_name=task_name, protocol_file=protocol_file, probes=probes,
-                              budget=budget, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
-                              limit=limit, batch_size=batch_size, mlp_scan=mlp_scan, explicit_scan=True,
-                              deployed=deployment(chat=chat, system=system, template=template,
-                                                  answer_format=answer_format, stops=stops, fewshot_file=fewshot_file),
-                              task_fields=task_fields, allow_download=allow_download)
+    settings = settings_of(locals(), explicit_scan=True)     # the options, by name
     protocol, task, mlp_scan = settings.protocol, settings.task, settings.mlp_scan
     store = Store(store_path)
     click.get_current_context().call_on_close(store.close)

@@ -20,7 +20,7 @@ from reachtui.commands import numbers
 from reachtui.commands.options import (batch_size_option, mlp_scan_choice, model_access_options, new_option,
                                        placement_options, protocol_options, set_threads, store_option, task_option,
                                        threads_option)
-from reachtui.commands.preflight import audit_settings, loadable, placement
+from reachtui.commands.preflight import loadable, placement, settings_of
 from reachtui.errors import ReachError
 
 
@@ -97,7 +97,6 @@ def prepare(model, task_spec, task_name, task_fields, store_path, run_id, probes
             allow_download, allow_pickle, allow_missing_weights, compare, allow_unmatched, keymap_file):
     """Every check `open` makes of its options before any UI (`serve` makes them too, before serving): one
     line for a bad one. Returns what starts the app."""
-    from reachtui.commands.options import deployment
     from reachtui.model.load import with_revision
     from reachtui.store import default_store_path
 
@@ -128,12 +127,7 @@ def prepare(model, task_spec, task_name, task_fields, store_path, run_id, probes
 
         return browse
 
-    settings = audit_settings(task_spec=task_spec, task_name=task_name, protocol_file=protocol_file, probes=probes,
-                              budget=budget, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens,
-                              limit=limit, batch_size=batch_size, mlp_scan=mlp_scan, explicit_scan=False,
-                              deployed=deployment(chat=chat, system=system, template=template,
-                                                  answer_format=answer_format, stops=stops, fewshot_file=fewshot_file),
-                              task_fields=task_fields, allow_download=allow_download)
+    settings = settings_of(locals(), explicit_scan=False)     # the options, by name
     protocol, task, mlp_scan = settings.protocol, settings.task, settings.mlp_scan
     # a missing model, pickled weights, a --max-new-tokens over its positions: one line now, not in the app
     loadable(model, protocol.max_new_tokens, allow_download=allow_download, allow_pickle=allow_pickle,

@@ -8,10 +8,11 @@ only as pickles, weights missing, an adapter's base missing, a max-new-tokens ov
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reachtui.commands.options import at_least_one, pick_mlp_scan, protocol_of
+from reachtui.commands.options import at_least_one, deployment, pick_mlp_scan, protocol_of
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,18 @@ def audit_settings(*, task_spec: str, task_name: str | None, protocol_file: str 
     task = load_task(task_spec, task_name, task_fields, allow_download=allow_download)
     check_gold(task, protocol.answer_format, protocol.choices)
     return AuditSettings(protocol, task, scan)
+
+
+def settings_of(options: Mapping[str, Any], *, explicit_scan: bool) -> AuditSettings:
+    """`audit_settings` from a command's option values by name (audit's and open's options share them)."""
+    o = options
+    deployed = deployment(chat=o["chat"], system=o["system"], template=o["template"],
+                          answer_format=o["answer_format"], stops=o["stops"], fewshot_file=o["fewshot_file"])
+    return audit_settings(task_spec=o["task_spec"], task_name=o["task_name"], protocol_file=o["protocol_file"],
+                          probes=o["probes"], budget=o["budget"], temperature=o["temperature"], seed=o["seed"],
+                          max_new_tokens=o["max_new_tokens"], limit=o["limit"], batch_size=o["batch_size"],
+                          mlp_scan=o["mlp_scan"], explicit_scan=explicit_scan, deployed=deployed,
+                          task_fields=o["task_fields"], allow_download=o["allow_download"])
 
 
 def loadable(model: str, max_new_tokens: int, *, allow_download: bool, allow_pickle: bool,
