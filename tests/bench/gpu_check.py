@@ -74,6 +74,19 @@ def elapsed() -> float:
     return time.perf_counter() - T0
 
 
+def lacks(module: str, section: str, line: str) -> bool:
+    """True (the section is skipped, said and recorded) when `module` cannot be imported here."""
+    import importlib
+
+    try:
+        importlib.import_module(module)
+        return False
+    except ImportError:
+        say(f"{section}: SKIPPED ({line})")
+        RESULTS[section.replace(" ", "_")] = dict(skipped=f"{module} not importable")
+        return True
+
+
 # ------------------------------------------------------------------------------------------ set-up
 
 def add_wheels(folder: str | None) -> list[str]:
@@ -262,12 +275,9 @@ def section_device_map(lm, args, sizes, workdir: Path) -> None:
 
     say("")
     say("== 3. device map: half the layers offloaded (accelerate hooks) vs the model whole on the device ==")
-    try:
-        import accelerate
-    except ImportError:
-        say("device map: SKIPPED (accelerate is not installed)")
-        RESULTS["device_map"] = dict(skipped="accelerate not installed")
+    if lacks("accelerate", "device map", "accelerate is not installed"):
         return
+    import accelerate
     L = lm.arch.num_layers
     path = workdir / "qwen2-random"
     lm.model.save_pretrained(path)
@@ -377,13 +387,10 @@ def section_demo_audit(args, sizes, workdir: Path) -> None:
 
     say("")
     say(f"== 5. demo audit on {args.device} (float32) vs on the CPU ==")
-    try:
-        import sqlite_utils  # noqa: F401
-    except ImportError:
-        say("demo audit: SKIPPED: sqlite-utils is not importable (audit stores need it). Carry its wheels: "
-            "pip download --no-deps -d .gpu-wheels sqlite-utils==4.2.1 sqlite-fts4 pluggy python-dateutil six; "
-            "then pass --wheels .gpu-wheels (and carry .gpu-wheels to the device)")
-        RESULTS["demo_audit"] = dict(skipped="sqlite-utils not importable")
+    if lacks("sqlite_utils", "demo audit",
+             "sqlite-utils is not importable: audit stores need it. Carry its wheels: pip download --no-deps -d "
+             ".gpu-wheels sqlite-utils==4.2.1 sqlite-fts4 pluggy python-dateutil six; then pass --wheels "
+             ".gpu-wheels (and carry .gpu-wheels to the device)"):
         return
     from reachtui.engine.audit import run_audit
     from reachtui.model.load import load_model
@@ -690,11 +697,7 @@ def section_gsm8k(args, sizes, workdir: Path, meter: GpuMeter) -> None:
 
     say("")
     say("== 7. GSM8K scale: realized, routes K = 32, sample K = 32, 256 new tokens ==")
-    try:
-        import sqlite_utils  # noqa: F401
-    except ImportError:
-        say("gsm8k: SKIPPED: sqlite-utils is not importable (pass --wheels)")
-        RESULTS["gsm8k"] = dict(skipped="sqlite-utils not importable")
+    if lacks("sqlite_utils", "gsm8k", "sqlite-utils is not importable: pass --wheels"):
         return
     items, source = gsm8k_items(args.gsm8k, sizes["gsm8k_n"], args.smoke)
     protocol0 = Protocol(max_new_tokens=sizes["gsm8k_new"])
