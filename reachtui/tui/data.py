@@ -48,25 +48,16 @@ class RunInfo:
         return printable(f"run {self.id} · {self.model} · {self.task} · {self.protocol_hash[:8]} · {self.status}")
 
 
-#: Characters a terminal would act on rather than show: C0 and C1 controls but newline and tab, DEL, and the
-#: bidirectional overrides and isolates (text that reads in another order than it is stored).
-_UNSHOWN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def _picture(m: re.Match) -> str:
-    c = ord(m.group())
-    if c < 0x20:
-        return chr(0x2400 + c)          # the Control Pictures block: ␀ … ␟ (an ESC shows as ␛)
-    return "\u2421" if c == 0x7F else "\ufffd"
-
-
 def printable(value: Any) -> Any:
     """`value` as the app shows it: a model's output, a question or an id from a file may carry escape
     sequences, CRs or bidi overrides that would move the cursor, recolour or reorder the screen; each shows
-    as a visible sign instead (CRLF as a newline). Anything but a string is returned as it is."""
+    as a visible sign instead (`tables.formats.shown`, what the terminal tables print; CRLF as a newline).
+    Anything but a string is returned as it is."""
     if not isinstance(value, str):
         return value
-    return _UNSHOWN.sub(_picture, value.replace("\r\n", "\n"))
+    from reachtui.tables.formats import shown
+
+    return shown(value.replace("\r\n", "\n"))
 
 
 def printable_row(row: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -11,7 +11,7 @@ from textual.widgets import Collapsible, ProgressBar, Static
 
 from reachtui.outcomes import gap
 from reachtui.tables.formats import human_value
-from reachtui.tui.data import RunInfo, printable_row
+from reachtui.tui.data import RunInfo, printable, printable_row
 from reachtui.tui.state import Counters
 from reachtui.tui.diff import same_text, word_diff
 
@@ -160,7 +160,7 @@ class DetailPane(VerticalScroll):
             title.append(str(question["gold"]), style="bold green")
             for key, value in (question.get("meta") or {}).items():     # the task's other columns
                 title.append(f"  {key} ", style="dim")
-                text = str(value)
+                text = printable(str(value))
                 title.append(text if len(text) <= 60 else text[:59] + "…")
             self.query_one("#detail-title", Static).update(title)
             self.query_one("#detail-question", Static).update(Text(question["question"]))
