@@ -23,9 +23,9 @@ class LayerEditor:
         return cls(num_layers)
 
     def _with(self, layers: tuple[int, ...] | None = None, silenced: frozenset[int] | None = None) -> LayerEditor:
-        layers = self.layers if layers is None else layers
-        route = None if layers == tuple(range(self.num_layers)) else Route(layers)
-        return LayerEditor(self.num_layers, Intervention(route, self.silenced if silenced is None else silenced))
+        value = Intervention(Route(self.layers if layers is None else layers),
+                             self.silenced if silenced is None else silenced)
+        return LayerEditor(self.num_layers, value.normalized(self.num_layers))
 
     # ---- reading ----------------------------------------------------------------------------------
 
@@ -45,10 +45,6 @@ class LayerEditor:
         for i in self.layers:
             out[i] += 1
         return out
-
-    @property
-    def is_identity_route(self) -> bool:
-        return self.value.route is None
 
     @property
     def is_default(self) -> bool:
@@ -115,6 +111,3 @@ class LayerEditor:
     def with_route_text(self, text: str) -> LayerEditor:
         """Parse a typed route (`0-3,3,5-11`), keeping the silenced layers."""
         return self.with_texts(text, self.silenced_text)
-
-    def with_silenced_text(self, text: str) -> LayerEditor:
-        return self.with_texts(self.route_text, text)
