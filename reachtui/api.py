@@ -91,9 +91,7 @@ class AuditStore(contextlib.AbstractContextManager):
 
     def run_id(self, run: str | int | None = None) -> int:
         """The id of `run` (an id, "latest" or None, a model name: its latest complete run)."""
-        from reachtui.tables import resolve_run
-
-        return resolve_run(self.store, run)
+        return self.store.resolve_run(run)
 
     def runs(self) -> Rows:
         """Every run, oldest first: id, model, task, status, source, protocol_hash, n_questions, the attempts
@@ -106,11 +104,10 @@ class AuditStore(contextlib.AbstractContextManager):
               allow_unmatched: bool = False, bootstrap: int = stats.DEFAULT_BOOTSTRAP, seed: int = 0) -> Rows:
         """Table `name` (one of TABLES) of `runs` (the latest run when none; compare takes two), filtered as
         `reachtui export --where/--columns/--order/--limit` filter it: the rows `export NAME --json` writes."""
-        from reachtui.tables import build_table
+        from reachtui.tables import build_table, registry
         from reachtui.tables.table import select
 
-        if name not in TABLES:
-            raise ReachError(f"unknown table {name!r}; choose one of {', '.join(TABLES)}")
+        registry.get(name)          # an unknown name is one line before any run is resolved
         run_ids = [self.run_id(r) for r in (runs or (None,))]
         built = build_table(self.store, name, run_ids, allow_unmatched=allow_unmatched, bootstrap=bootstrap, seed=seed)
         return _rows_of(select(built, columns=columns, where=where, params=params, order=order, limit=limit))

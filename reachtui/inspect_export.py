@@ -108,7 +108,6 @@ def build_log(store, run_id: int, probe: str | None = None):
 
     log_mod, model_mod, scorer = _inspect()
     info = run_info(store, run_id)
-    run = store.get_run(run_id)
     probes = run_probes(store, run_id)
     probe = probe or default_probe(probes)
     if probe != registry.REALIZED.name and probe not in probes:
@@ -169,7 +168,7 @@ def build_log(store, run_id: int, probe: str | None = None):
         temperature=(probe_spec.temperature if probe_spec else spec.temperature) if spec else None,
         top_p=(probe_spec.top_p if probe_spec else spec.top_p) if spec else None,
         stop_seqs=list(spec.stop) if spec else None, seed=spec.seed if spec else None)
-    created = run.get("created_at") or ""
+    created = info.get("created_at") or ""
     eval_spec = log_mod.EvalSpec(
         created=created, task=info["task"], task_version=0,
         dataset=log_mod.EvalDataset(name=info["task"], samples=len(questions),
@@ -179,13 +178,13 @@ def build_log(store, run_id: int, probe: str | None = None):
         packages={KEY: __version__},
         metadata={KEY: {"version": __version__, "run": run_id, "model": info["model"], "task": info["task"],
                         "task_sha256": info["task_sha256"], "status": info["status"], "source": info["source"],
-                        "protocol_hash": info["protocol_hash"], "protocol": _stored_json(run["protocol_json"]),
+                        "protocol_hash": info["protocol_hash"], "protocol": _stored_json(info["protocol_json"]),
                         "probe": probe}})
     log = log_mod.EvalLog(
         status="success" if info["status"] == "complete" else "cancelled", eval=eval_spec,
         results=log_mod.EvalResults(total_samples=len(questions), completed_samples=len(questions),
                                     scores=results),
-        stats=log_mod.EvalStats(started_at=created, completed_at=run.get("finished_at") or ""),
+        stats=log_mod.EvalStats(started_at=created, completed_at=info.get("finished_at") or ""),
         samples=samples)
     return log, Written(path="", probe=probe, samples=len(samples), notes=notes)
 

@@ -57,7 +57,7 @@ def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec, k
     fmt = pick_format(fmt, output, {}) if (explicit or output) else "table"
     store = open_store(store_path)
     try:
-        a, b = T.resolve_run(store, run_a), T.resolve_run(store, run_b)
+        a, b = store.resolve_run(run_a), store.resolve_run(run_b)
         comparison = T.compare_runs(store, a, b, allow_unmatched=allow_unmatched, bootstrap=bootstrap,
                                     seed=bootstrap_seed)
     finally:

@@ -273,7 +273,7 @@ def export(table_name, run_args, runs, store_path, fmt, as_csv, as_tsv, as_json,
             if not run_ids:
                 raise ReachError("the audit store has no runs yet")
         else:
-            run_ids = [T.resolve_run(store, r) for r in (runs or (None,))]
+            run_ids = [store.resolve_run(r) for r in (runs or (None,))]
         if spec.pair and len(run_ids) != 2:
             raise ReachError(f"the {name} table needs two runs: --run A --run B (or use `reachtui compare A B`)")
         table = T.build_table(store, name, run_ids, allow_unmatched=allow_unmatched, bootstrap=bootstrap,
@@ -303,7 +303,7 @@ def _export_inspect(runs: tuple[str, ...], store_path: str | None, output: str |
     check_output(output, store_path_of(store_path))
     check_log_path(output)
     with open_store(store_path) as store:
-        run_id = T.resolve_run(store, runs[0] if runs else None)
+        run_id = store.resolve_run(runs[0] if runs else None)
         written = write_inspect_log(store, run_id, output, probe=probe, store_path=store_path_of(store_path))
     for n in written.notes:
         click.echo(f"note: {n}", err=True)

@@ -151,10 +151,10 @@ def compared_runs(path: Path, specs: tuple[str, str], allow_unmatched: bool) -> 
     checks them (matched protocols unless allowed), before any UI."""
     check_browsable(path, None)
     from reachtui.store import Store
-    from reachtui.tables import compare_runs, resolve_run
+    from reachtui.tables import compare_runs
 
     with Store(path, readonly=True) as store:
-        ids = [resolve_run(store, spec) for spec in specs]
+        ids = [store.resolve_run(spec) for spec in specs]
         compare_runs(store, ids[0], ids[1], allow_unmatched=allow_unmatched, bootstrap=0)
     return ids[0], ids[1]
 

@@ -80,7 +80,7 @@ def plot(kind, runs, output, store_path, probes, fmt, dpi, allow_unmatched, boot
     if allow_unmatched and name != "compare":
         raise ReachError("--allow-unmatched is for plot compare")
     with open_store(store_path) as store:
-        run_ids = list(dict.fromkeys(T.resolve_run(store, r) for r in runs))
+        run_ids = list(dict.fromkeys(store.resolve_run(r) for r in runs))
         if name == "compare" and len(run_ids) != 2:
             raise ReachError("plot compare needs two different runs")
         shown = plots.figure_tables(store, name, run_ids, probes=probes, allow_unmatched=allow_unmatched,

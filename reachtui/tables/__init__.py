@@ -30,7 +30,7 @@ from reachtui.tables.compare import (CELLS, COMPARE_COLUMNS, Comparison, compare
 from reachtui.tables.mlp import MLP_COLUMNS, mlp_best, mlp_scan_table
 from reachtui.tables.questions import ATTEMPT_COLUMNS, attempts_table, questions_table
 from reachtui.tables.registry import TABLES, TABLE_SPECS, build_table
-from reachtui.tables.source import column_suffix, is_reach_probe, resolve_run, run_info, run_probes
+from reachtui.tables.source import column_suffix, is_reach_probe, run_info, run_probes
 from reachtui.tables.summary import (SUMMARY_COLUMNS, SUMMARY_NOTE, closing, closing_lines, closing_table,
                                      header_lines, summary_lines, summary_rows, summary_table, summary_views)
 from reachtui.tables.table import Column, Table, select
@@ -41,6 +41,6 @@ __all__ = [
     "SUMMARY_COLUMNS", "SUMMARY_NOTE", "questions_table", "attempts_table", "ATTEMPT_COLUMNS",
     "passk_table", "hits_table", "PASSK_COLUMNS", "HITS_COLUMNS", "mlp_scan_table", "mlp_best", "MLP_COLUMNS",
     "compare_runs", "compare_table", "compare_views", "Comparison", "CELLS", "COMPARE_COLUMNS", "transition",
-    "resolve_run", "run_info", "run_probes", "is_reach_probe", "column_suffix",
+    "run_info", "run_probes", "is_reach_probe", "column_suffix",
     "pass_at_k", "mcnemar_exact", "ratio",
 ]

@@ -25,11 +25,6 @@ def column_suffix(probe: str) -> str:
     return re.sub(r"\W", "_", probe)
 
 
-def resolve_run(store, spec: str | int | None) -> int:
-    """`Store.resolve_run` (a compatibility name: the lookup lives in the store)."""
-    return store.resolve_run(spec)
-
-
 def run_info(store, run_id: int) -> dict[str, Any]:
     """The run's row (`Store.get_run`: model, task, task_sha256, protocol_hash, status, source, n_questions,
     ...) with `run` (its id) and `protocol`, the typed protocol it was made under (None where this reachtui
