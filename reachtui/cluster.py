@@ -25,7 +25,7 @@ import threading
 import time
 from collections import deque
 
-from reachtui.errors import EnvironmentFault, ReachError
+from reachtui.errors import EnvironmentFault, ReachError, first_line
 
 #: How often one call may lose its worker (and a worker may be restarted) before the run fails.
 RETRIES = 3
@@ -63,10 +63,6 @@ def import_ray():
         raise ReachError("--ray needs Ray: pip install 'reachtui[ray]'") from None
     return ray
 
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 class Worker:
@@ -163,7 +159,7 @@ class RayRunner:
                          logging_level=logging.ERROR)
             except Exception as exc:  # noqa: BLE001 - ConnectionError, RuntimeError, ...
                 raise ReachError(f"cannot start or reach Ray{' at ' + address if address else ''}: "
-                                 f"{_one_line(exc)}") from None
+                                 f"{first_line(exc)}") from None
         try:
             self._start(model, workers, threads, device, dict(device=device, dtype=dtype,
                                                              trust_remote_code=trust_remote_code,
@@ -301,7 +297,7 @@ def stream_calls(ray, actors: list, calls: list, *, cancel=None, pool: RayRunner
                     lost[c] = lost.get(c, 0) + 1
                     if lost[c] >= RETRIES:
                         raise ReachError(f"a generation job lost its Ray worker {lost[c]} times (last: "
-                                         f"{_one_line(exc)}); the run is resumable") from None
+                                         f"{first_line(exc)}); the run is resumable") from None
                     if left[c]:
                         pending.appendleft(c)
                     continue

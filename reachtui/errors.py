@@ -53,6 +53,12 @@ _SQLITE_PERM, _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY = 3, 5, 6, 8
 _SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 10, 11, 13, 14, 26
 
 
+def first_line(exc: BaseException, limit: int | None = None) -> str:
+    """The first line of an exception's message (its type's name when it has none), for a one-line error."""
+    line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return line if limit is None else line[:limit]
+
+
 def _sqlite_code(exc: sqlite3.Error) -> int | None:
     code = getattr(exc, "sqlite_errorcode", None)
     if code is not None:

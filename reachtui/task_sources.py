@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reachtui import jsonl
-from reachtui.errors import ReachError
+from reachtui.errors import ReachError, first_line
 
 #: The task sources, as `--task` help and errors name them.
 KINDS = "a JSONL, CSV or parquet file, a `datasets` folder (save_to_disk), hf:NAME[:CONFIG][:SPLIT] or demo"
@@ -99,10 +99,8 @@ def read_parquet(path: Path, shown: str) -> Source:
         raise ReachError("reading a parquet task needs pyarrow: pip install 'reachtui[parquet]'") from None
     try:
         rows = pq.read_table(path).to_pylist()
-    except OSError as exc:
-        raise ReachError(f"{shown}: not a readable parquet file ({str(exc).splitlines()[0][:160]})") from None
-    except Exception as exc:  # pyarrow raises its own kinds (ArrowInvalid, ...) on a file it cannot read
-        raise ReachError(f"{shown}: not a readable parquet file ({str(exc).splitlines()[0][:160]})") from None
+    except Exception as exc:  # OSError, or pyarrow's own kinds (ArrowInvalid, ...) on a file it cannot read
+        raise ReachError(f"{shown}: not a readable parquet file ({first_line(exc, 160)})") from None
     records = list(enumerate(rows, start=1))
     return Source(path.stem, str(path.resolve()), canonical(records), records)
 
@@ -147,7 +145,7 @@ def read_saved_dataset(path: Path, shown: str) -> Source:
     try:
         data = datasets.load_from_disk(str(path))
     except Exception as exc:   # datasets raises many kinds on a folder it cannot read
-        raise ReachError(f"{shown}: not a readable datasets folder ({str(exc).splitlines()[0][:160]})") from None
+        raise ReachError(f"{shown}: not a readable datasets folder ({first_line(exc, 160)})") from None
     records = _dataset_records(_one_split(data, shown, None))
     return Source(path.name, str(path.resolve()), canonical(records), records)
 
@@ -180,7 +178,7 @@ def read_hf(spec: str, *, allow_download: bool = False) -> Source:
         with _offline(datasets, not allow_download):
             data = datasets.load_dataset(name, config, split=split)
     except Exception as exc:    # datasets raises many kinds (ConnectionError, FileNotFoundError, ValueError, ...)
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        first = first_line(exc, 200)
         if allow_download:
             raise ReachError(f"--task {spec}: cannot be read ({first})") from None
         raise ReachError(f"--task {spec}: not readable from the local Hugging Face datasets cache "

@@ -307,7 +307,7 @@ def _choices(raw, raw_answer, answer: str, where: str) -> tuple[tuple[str, ...],
     if isinstance(raw, str) and raw.lstrip()[:1] in ("[", "{"):
         try:
             raw = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):     # bad JSON, too many digits, nested past the parser's limit
             raise ReachError(f"{where}: 'choices' is text that is not a JSON list") from None
     if isinstance(raw, dict) and isinstance(raw.get("text"), list) and isinstance(raw.get("label"), list):
         labels = [str(x).strip() for x in raw["label"]]

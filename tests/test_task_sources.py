@@ -433,3 +433,11 @@ def test_an_audit_reads_its_task_through_the_field_flags(tmp_path):
         assert [(q["qid"], q["gold"]) for q in s.run_questions(run)] == [("k0", "6"), ("k1", "60"), ("k2", "52")]
         assert list(s.question_meta(run).values()) == [{"topic": "t0"}, {"topic": "t1"}, {"topic": "t0"}]
         assert s.conn.execute("SELECT count(*) FROM attempts WHERE run_id = ?", (run,)).fetchone()[0] == 3
+
+
+def test_a_choices_cell_nested_past_the_parser_is_one_line(tmp_path):
+    """A CSV cell of 5,000 '[' is no list of options: one line, not a RecursionError."""
+    path = tmp_path / "deep.csv"
+    path.write_text("question,answer,choices\nq,A," + "[" * 5000 + "\n")
+    with pytest.raises(ReachError, match=r"deep.csv:2: 'choices' is text that is not a JSON list"):
+        load_task(str(path))

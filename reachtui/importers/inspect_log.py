@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from reachtui.errors import ReachError
+from reachtui.errors import ReachError, first_line
 from reachtui.importers.records import Parsed, Record
 from reachtui.probes import registry
 
@@ -76,8 +76,7 @@ def _reader():
 
 
 def _unreadable(path: Path, exc: Exception) -> ReachError:
-    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    return ReachError(f"{path}: not a readable Inspect log ({first[:160]})")
+    return ReachError(f"{path}: not a readable Inspect log ({first_line(exc, 160)})")
 
 
 def open_log(path: Path) -> tuple[Any, Iterator[Any]]:
