@@ -31,6 +31,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from reachtui.stats import diff, ratio
+from reachtui.stats import is_missing as _missing
+
 FAILURE_PREFIX = "failure:"
 
 
@@ -69,23 +72,17 @@ def repaired_broken(failure: Iterable[int], realized_ids: Iterable[int],
 # --------------------------------------------------------------------------------------------------
 
 
-def _missing(v: Any) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v))
-
-
 def gap(reachable: float | None, realized: float | None) -> float:
     """reachable - realized (shares); NaN when either is unknown. Negative where the probe's own attempts
     reach fewer questions than the default decoding realizes."""
-    return math.nan if _missing(reachable) or _missing(realized) else reachable - realized
+    return diff(reachable, realized)
 
 
 def retained(blind: float | None, realized: float | None, reachable: float | None) -> float:
     """(blind - realized) / (reachable - realized) where the gap is positive; NaN where it is not (no gain
     to retain) or a share is unknown."""
     g = gap(reachable, realized)
-    if _missing(blind) or _missing(g) or g <= 0:
-        return math.nan
-    return (blind - realized) / g
+    return ratio(diff(blind, realized), g) if not _missing(g) and g > 0 else math.nan
 
 
 def retained_has_interval(value: float | None, gap_lo: float | None) -> bool:

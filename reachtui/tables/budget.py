@@ -98,7 +98,7 @@ def passk_table(store, run_ids: Sequence[int]) -> Table:
     rows: list[tuple] = []
     notes: list[str] = []
     for run_id, _info, rc in controls(store, run_ids):
-        n_run = store.realized_counts(run_id)[0]
+        n_run = len(rc.question_ids)     # the run's questions, read with the control's golds
         for probe, (est, points) in probe_curves(store, run_id, groups_of(rc)).items():
             ctrl = {k: (v, c) for k, v, c in control_points(
                 probe, [(s.n, s.control_hits, s.control_first) for s in rc.probe(probe).values()])}
