@@ -46,13 +46,12 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
     id) and print the text and the extracted answer. PROMPT is a question, put in the protocol's prompt (the
     protocol file or preset with the deployment flags on top, as audit and open take them) and decoded as the
     app's live run decodes it (enter in `reachtui open`); --raw sends it as given."""
-    from reachtui.commands.options import deployment, protocol_of
+    from reachtui.commands.options import deployment_of, protocol_of
     from reachtui.commands.preflight import loadable
     from reachtui.model.load import with_revision
 
     model = with_revision(model, revision)
-    deployed = deployment(chat=chat, system=system, template=template, answer_format=answer_format, stops=stops,
-                          fewshot_file=fewshot_file)
+    deployed = deployment_of(locals())
     proto = protocol_of(protocol_file, deployed=deployed)
     temperature = proto.temperature if temperature is None else temperature
     top_p = proto.top_p if top_p is None else top_p

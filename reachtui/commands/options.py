@@ -14,7 +14,8 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import click
 
@@ -297,6 +298,13 @@ def deployment(*, chat: bool | None = None, system: str | None = None, template:
                   stop=tuple(s.replace("\\n", "\n") for s in stops) or None,
                   fewshot=read_fewshot(fewshot_file) if fewshot_file is not None else None)
     return {k: v for k, v in fields.items() if v is not None}
+
+
+def deployment_of(options: Mapping[str, Any]) -> dict:
+    """`deployment` of a command's option values by name (audit, open, serve and generate share them)."""
+    return deployment(chat=options["chat"], system=options["system"], template=options["template"],
+                      answer_format=options["answer_format"], stops=options["stops"],
+                      fewshot_file=options["fewshot_file"])
 
 
 def read_fewshot(path: str) -> tuple[tuple[str, str], ...]:
