@@ -16,12 +16,11 @@ class QRow:
     realized: bool | None  # None: no default attempt yet
     reach: tuple[bool | None, ...]  # per reach probe: some attempt correct (None: no attempt yet)
     first_hit: tuple[int | None, ...]  # per reach probe: the k of its first hit (1-based)
-    #: per reach probe: all its attempts are in (its cell is final); None: wherever it has attempts
-    complete: tuple[bool, ...] | None = None
+    complete: tuple[bool, ...]  # per reach probe: all its attempts are in (its cell is final)
 
     def done(self, p: int) -> bool:
         """Probe p's attempts of this question are all in."""
-        return self.reach[p] is not None if self.complete is None else self.complete[p]
+        return self.complete[p]
 
 
 def cell_status(row: QRow, p: int) -> str:
@@ -93,13 +92,13 @@ class Counters:
     realized: int
     reached: dict[str, int]  # probe -> questions with a correct attempt
     failure: dict[str, int]  # probe -> reachable and not realized (frozen set size when stored)
-    complete: dict[str, int] | None = None  # probe -> questions with all of its attempts in (None: all)
+    complete: dict[str, int]  # probe -> questions with all of its attempts in
 
     def final(self, probe: str | None = None) -> bool:
         """Whether the figures of `probe` (None: realized) are final: every question has them."""
         if probe is None:
             return self.done == self.n
-        return self.complete is None or self.complete[probe] == self.n
+        return self.complete[probe] == self.n
 
     def share(self, k: int) -> float:
         """k questions as a share of the run's (0..1, as the tables write it)."""

@@ -74,8 +74,6 @@ class MainScreen(Screen):
             n = run.num_layers or (app.runner.num_layers if app.runner is not None else None)
             if n:
                 self.set_intervention(LayerEditor.identity(n))
-        if new_run:
-            self._meta = None
         if (self.filter.kind == "failure" and self.filter.probe not in run.probes) or (
                 new_run and self.filter.kind in ("changed", "meta")):
             self.filter = Filter(search=self.filter.search)

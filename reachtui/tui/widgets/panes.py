@@ -102,7 +102,7 @@ def counter_text(run: RunInfo | None, c: Counters | None) -> Text:
     for p in run.probes:
         t.append("  │ ", style="dim")
         t.append(f"{p} ", style="dim")
-        complete = c.n if c.complete is None else c.complete[p]
+        complete = c.complete[p]
         if complete == 0 and not c.reached[p]:
             t.append("pending", style="dim italic")
             continue
