@@ -113,7 +113,8 @@ class Runner:
         return self._stop_tables.get(stops)
 
     def _full(self, record) -> bool:
-        return self.step_mode == "full" and record is None
+        """Whether a decode runs on the full-capacity stepper: asked for, not recording, every layer plain."""
+        return self.step_mode == "full" and record is None and self.plain
 
     def _capacity(self, width: int, dec: Decoding, full: bool) -> int:
         """KV positions a decode batch needs; a full-capacity cache rounds up to 16 (aligned masks)."""
@@ -502,7 +503,7 @@ class Runner:
         tap = routing.PrefillTap()
         records = self._record(groups, inputs, share, tap) if share else None
 
-        full = self._full(record) and self.plain
+        full = self._full(record)
         packed = full and self.packing and self.mixing and len(plans) > 1 and len(unique) == len(ids) and not force
         if packed:
             yield from self._decode_packs(ids, plans, seeds, dec, ids_of, depths, share, tap, records, groups,
