@@ -364,6 +364,16 @@ def _one_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def _importable(name: str) -> bool:
+    """Whether module `name` can be imported (found without importing it)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def check_device_map(device_map, device: str, offload_folder) -> str | dict | None:
     """`device_map` as from_pretrained takes it (a strategy name or a module -> device dict), or None.
 
@@ -397,13 +407,7 @@ def check_device_map(device_map, device: str, offload_folder) -> str | dict | No
                                  "or disk)")
         if "disk" in device_map.values() and not offload_folder:
             raise ReachError("the device map offloads to disk: pass --offload-folder DIR")
-    import importlib.util
-
-    try:
-        found = importlib.util.find_spec("accelerate") is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
+    if not _importable("accelerate"):
         raise ReachError("--device-map needs accelerate: pip install 'reachtui[gpu]' (or pip install "
                          "'accelerate>=1.1,<2')")
     return device_map
