@@ -223,13 +223,12 @@ def decode(stepper, tokenizer, eos: set[int], ids: list[list[int]], logits: torc
     t0 = time.perf_counter()
     state.confirm_final()
     state.host_s += time.perf_counter() - t0
-    del stepper
     if stats is not None:
         for key, value in (("steps", taken), ("host_s", state.host_s), ("wait_s", state.wait_s)):
             stats[key] = stats.get(key, 0) + value
 
     out = []
-    stops = tuple(s for s in dec.stop if s)
+    stops = state.watch.stops
     token_lists = [state.tokens[r, : int(state.length[r])].tolist() for r in range(b)]
     texts = tokenizer.batch_decode(token_lists, skip_special_tokens=True)
     for r in range(b):
