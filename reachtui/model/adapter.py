@@ -77,11 +77,10 @@ def check_peft() -> None:
 
 def merge_adapter(model, adapter: Adapter):
     """`model` (the base, loaded) with the adapter merged into its weights: a plain model of the base's
-    class (peft's `merge_and_unload`)."""
-    from reachtui.model.load import _one_line
-
-    check_peft()
+    class (peft's `merge_and_unload`). Its caller, `load_model`, has checked that peft is there (`check_peft`)."""
     from peft import PeftModel
+
+    from reachtui.model.load import _one_line
 
     try:
         wrapped = PeftModel.from_pretrained(model, str(adapter.path), is_trainable=False)
