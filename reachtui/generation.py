@@ -16,16 +16,6 @@ if TYPE_CHECKING:
     from reachtui.intervention import Intervention
 
 
-def __getattr__(name: str):
-    """`reachtui.generation.Intervention` is `reachtui.intervention.Intervention` (imported when first asked
-    for: the protocol reads this module's sampler versions on the app's first paint)."""
-    if name == "Intervention":
-        from reachtui.intervention import Intervention
-
-        return Intervention
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 #: The sampler new runs draw with (recorded in the protocol, so a run never matches one drawn otherwise).
 #: 1: one torch.Generator per row, torch.multinomial row by row (runs stored before version 2).
 #: 2: inverse-CDF sampling of the whole batch at once, each row's uniform a counter-based hash of its seed

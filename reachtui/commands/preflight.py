@@ -52,16 +52,8 @@ def loadable(model: str, max_new_tokens: int, *, allow_download: bool, allow_pic
     """A missing model (an adapter's missing base, a revision not in the cache), weights only as pickles,
     weights its config asks for and lacks, an adapter without peft, a --max-new-tokens over its positions:
     one line now, before it is loaded (audit, open, serve, generate)."""
-    from reachtui.model.load import (adapter_of, check_layers, check_positions, check_weights, config_position_limit,
-                                     resolve_model)
+    from reachtui.model.load import check_loadable, check_positions, config_position_limit
 
-    path = resolve_model(model, allow_download=allow_download)
-    check_weights(path, model, allow_pickle)
-    check_layers(path, model, allow_missing_weights)
-    adapter = adapter_of(model)
-    if adapter is not None:
-        from reachtui.model.adapter import check_adapter_weights, check_peft
-
-        check_adapter_weights(adapter, allow_pickle)
-        check_peft()
+    check_loadable(model, allow_download=allow_download, allow_pickle=allow_pickle,
+                   allow_missing_weights=allow_missing_weights)
     check_positions(config_position_limit(model, allow_download=allow_download), max_new_tokens)

@@ -12,7 +12,6 @@ model or a Hugging Face id already in the local cache, like any MODEL.
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,31 +69,29 @@ def check_adapter_weights(adapter: Adapter, allow_pickle: bool) -> None:
 
 def check_peft() -> None:
     """peft is importable, else one line saying how to get it."""
-    try:
-        found = importlib.util.find_spec("peft") is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
+    from reachtui.model.load import _importable
+
+    if not _importable("peft"):
         raise ReachError("MODEL is a PEFT adapter, which needs peft: pip install 'reachtui[peft]'")
 
 
 def merge_adapter(model, adapter: Adapter):
     """`model` (the base, loaded) with the adapter merged into its weights: a plain model of the base's
-    class (peft's `merge_and_unload`)."""
-    check_peft()
+    class (peft's `merge_and_unload`). Its caller, `load_model`, has checked that peft is there (`check_peft`)."""
     from peft import PeftModel
+
+    from reachtui.model.load import _one_line
 
     try:
         wrapped = PeftModel.from_pretrained(model, str(adapter.path), is_trainable=False)
     except Exception as exc:  # noqa: BLE001 - a wrong base, a damaged file: one line
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ReachError(f"cannot apply the adapter {adapter.path} to its base {adapter.base}: {text[:300]}") from None
+        raise ReachError(f"cannot apply the adapter {adapter.path} to its base {adapter.base}: "
+                         f"{_one_line(exc)[:300]}") from None
     if not hasattr(wrapped, "merge_and_unload"):
         raise ReachError(f"adapter {adapter.path} ({adapter.kind}) cannot be merged into the weights: routes and "
                          f"MLP silencing need a plain model (LoRA and its kin merge)")
     try:
         return wrapped.merge_and_unload()
     except Exception as exc:  # noqa: BLE001
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ReachError(f"adapter {adapter.path} ({adapter.kind}) cannot be merged into the weights: {text[:300]}") \
-            from None
+        raise ReachError(f"adapter {adapter.path} ({adapter.kind}) cannot be merged into the weights: "
+                         f"{_one_line(exc)[:300]}") from None

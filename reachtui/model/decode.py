@@ -122,14 +122,10 @@ class _Rows:
         is cut where the rule stops it."""
         if not self.watch.stops:
             return
-        table = self.watch.table
         for r in range(len(self.finish)):
             n = int(self.length[r]) - (self.finish[r] != LIVE)
-            if table is not None and n > 0 and self.finish[r] != STOP:
-                tokens = self.tokens[r, :n]
-                inside = (tokens >= 0) & (tokens < len(table))
-                if inside.all() and not table[tokens].any():
-                    continue        # no token of this row can end a stop string
+            if n > 0 and self.finish[r] != STOP and not self.watch.suspects(self.tokens[r, :n]).any():
+                continue            # no token of this row can end a stop string
             first = self.watch.first_stop(self.tokens[r, :n].tolist()) if n > 0 else None
             if first is not None:
                 self.length[r], self.finish[r] = first, STOP
@@ -227,13 +223,12 @@ def decode(stepper, tokenizer, eos: set[int], ids: list[list[int]], logits: torc
     t0 = time.perf_counter()
     state.confirm_final()
     state.host_s += time.perf_counter() - t0
-    del stepper
     if stats is not None:
         for key, value in (("steps", taken), ("host_s", state.host_s), ("wait_s", state.wait_s)):
             stats[key] = stats.get(key, 0) + value
 
     out = []
-    stops = tuple(s for s in dec.stop if s)
+    stops = state.watch.stops
     token_lists = [state.tokens[r, : int(state.length[r])].tolist() for r in range(b)]
     texts = tokenizer.batch_decode(token_lists, skip_special_tokens=True)
     for r in range(b):

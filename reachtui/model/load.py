@@ -141,6 +141,11 @@ def resolve_model(spec: str, allow_download: bool = False) -> Path:
     """`demo` or `demo-tuned` -> a bundled model; an existing directory with config.json; a PEFT adapter
     directory -> its base model's directory; a Hugging Face id (`ID` or `ID@REVISION`) in the local cache
     (downloaded only when `allow_download`). Else ReachError naming what was looked for."""
+    return _resolve(spec, allow_download)[0]
+
+
+def _resolve(spec: str, allow_download: bool = False):
+    """(`resolve_model`'s directory, the adapter MODEL names or None): an adapter's config read once."""
     spec = str(spec).strip()
     if not spec:
         raise ReachError("no model given: pass demo, a model directory, or a Hugging Face id")
@@ -148,24 +153,24 @@ def resolve_model(spec: str, allow_download: bool = False) -> Path:
         where = BUNDLED_MODELS[spec]
         if not (where / "config.json").is_file():
             raise ReachError(f"the bundled {spec} model is missing: no config.json in {where}")
-        return where
+        return where, None
     path = Path(spec).expanduser()
     if path.exists():
         if not path.is_dir():
             raise ReachError(f"model {spec!r} is a file, not a model directory (expected a folder with config.json)")
         adapter = adapter_of(spec)
         if adapter is not None:
-            return _adapter_base(adapter, allow_download)
+            return _adapter_base(adapter, allow_download), adapter
         if not (path / "config.json").is_file():
             raise ReachError(f"model directory {spec!r} has no config.json (not a Hugging Face model folder)")
-        return path.resolve()
+        return path.resolve(), None
     repo, revision = split_revision(spec)
     if spec.startswith((".", "/", "~")) or not _HF_ID.match(repo) or revision == "":
         raise ReachError(f"model {spec!r} not found: no such directory")
     cache = hf_cache_dir()
     found = find_in_cache(repo, cache, revision)
     if found is not None:
-        return found
+        return found, None
     at = f" at revision {revision!r}" if revision is not None else ""
     if not allow_download:
         held = cached_revisions(repo, cache) if revision is not None else []
@@ -187,7 +192,25 @@ def resolve_model(spec: str, allow_download: bool = False) -> Path:
     except Exception as exc:  # noqa: BLE001 - any hub failure becomes one line
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ReachError(f"could not download model {repo!r}{at}: {first}") from exc
-    return Path(local)
+    return Path(local), None
+
+
+def check_loadable(spec: str, *, allow_download: bool = False, allow_pickle: bool = False,
+                   allow_missing_weights: bool | None = None):
+    """The checks before MODEL loads, in this order: it resolves (`resolve_model`), its weights are not only
+    pickles (`check_weights`), with `allow_missing_weights` given its config's layers are in its weights
+    (`check_layers`), and for an adapter its weights (`check_adapter_weights`) and peft (`check_peft`).
+    (its directory, the adapter or None)."""
+    path, adapter = _resolve(spec, allow_download)
+    check_weights(path, spec, allow_pickle)
+    if allow_missing_weights is not None:
+        check_layers(path, spec, allow_missing_weights)
+    if adapter is not None:
+        from reachtui.model.adapter import check_adapter_weights, check_peft
+
+        check_adapter_weights(adapter, allow_pickle)
+        check_peft()
+    return path, adapter
 
 
 def _adapter_base(adapter, allow_download: bool) -> Path:
@@ -296,13 +319,15 @@ def check_positions(limit: int | None, max_new_tokens: int) -> None:
                          f"tokens (prompt + generated tokens); give at most {limit - 1}, less the prompt's length")
 
 
-def model_name(spec: str) -> str:
+def model_name(spec: str, adapter=None) -> str:
     """The name `load_model` gives a model (what the store calls it), found without importing torch:
     `demo`, a directory's resolved path, an adapter as `BASE+ADAPTER` (its base's name and its own path:
-    two adapters of one base are two models), else the Hugging Face id as given (`ID@REVISION` with one)."""
+    two adapters of one base are two models), else the Hugging Face id as given (`ID@REVISION` with one).
+    `adapter`: the adapter MODEL names where the caller has read it already (else it is read here)."""
     if spec in BUNDLED_MODELS:
         return spec
-    adapter = adapter_of(spec)
+    if adapter is None:
+        adapter = adapter_of(spec)
     if adapter is not None:
         return f"{model_name(adapter.base)}+{adapter.path}"
     if Path(spec).expanduser().exists():
@@ -364,6 +389,16 @@ def _one_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def _importable(name: str) -> bool:
+    """Whether module `name` can be imported (found without importing it)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def check_device_map(device_map, device: str, offload_folder) -> str | dict | None:
     """`device_map` as from_pretrained takes it (a strategy name or a module -> device dict), or None.
 
@@ -397,13 +432,7 @@ def check_device_map(device_map, device: str, offload_folder) -> str | dict | No
                                  "or disk)")
         if "disk" in device_map.values() and not offload_folder:
             raise ReachError("the device map offloads to disk: pass --offload-folder DIR")
-    import importlib.util
-
-    try:
-        found = importlib.util.find_spec("accelerate") is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
+    if not _importable("accelerate"):
         raise ReachError("--device-map needs accelerate: pip install 'reachtui[gpu]' (or pip install "
                          "'accelerate>=1.1,<2')")
     return device_map
@@ -448,10 +477,9 @@ def _tokenizer(spec: str, path: Path, trust_remote_code: bool):
         raise ReachError(f"cannot load the tokenizer of {spec!r} from {path}: {_one_line(exc)}") from exc
 
 
-def tokenizer_dir(spec: str, path: Path) -> Path:
-    """Where MODEL's tokenizer is: an adapter's own folder when it saved one (added tokens, a chat
-    template), else the model's (`path`, the base's for an adapter)."""
-    adapter = adapter_of(spec)
+def tokenizer_dir(path: Path, adapter) -> Path:
+    """Where MODEL's tokenizer is: its adapter's (`adapter`, None for none) own folder when it saved one
+    (added tokens, a chat template), else the model's (`path`, the base's for an adapter)."""
     if adapter is not None and (adapter.path / "tokenizer_config.json").is_file():
         return adapter.path
     return path
@@ -460,9 +488,9 @@ def tokenizer_dir(spec: str, path: Path) -> Path:
 def load_tokenizer(spec: str, trust_remote_code: bool = False, allow_download: bool = False):
     """MODEL's tokenizer alone: where the model runs in other processes (`--ray`), the prompts are still
     rendered here, and a chat template needs it."""
-    path = resolve_model(spec, allow_download=allow_download)
+    path, adapter = _resolve(spec, allow_download)
     quiet_transformers()
-    return _tokenizer(spec, tokenizer_dir(spec, path), trust_remote_code)
+    return _tokenizer(spec, tokenizer_dir(path, adapter), trust_remote_code)
 
 
 def describe_loading(info: dict) -> tuple[str, int]:
@@ -512,14 +540,8 @@ def load_model(
     offloaded to the CPU / `offload_folder` when they do not fit) instead of moved to one `device`. A
     directory with only pickled weights is refused unless `allow_pickle` (`check_weights`); weights missing
     from the checkpoint (or unexpected in it) unless `allow_missing_weights`."""
-    path = resolve_model(spec, allow_download=allow_download)
-    check_weights(path, spec, allow_pickle)
-    adapter = adapter_of(spec)
+    path, adapter = check_loadable(spec, allow_download=allow_download, allow_pickle=allow_pickle)
     if adapter is not None:
-        from reachtui.model.adapter import check_adapter_weights, check_peft
-
-        check_adapter_weights(adapter, allow_pickle)
-        check_peft()
         if device_map is not None:
             raise ReachError(f"--device-map and an adapter ({spec}): the adapter is merged into the weights on one "
                              f"device; give --device instead")
@@ -576,7 +598,7 @@ def load_model(
         from reachtui.model.adapter import merge_adapter
 
         model = merge_adapter(model, adapter)
-    tokenizer = _tokenizer(spec, tokenizer_dir(spec, path), trust_remote_code)
+    tokenizer = _tokenizer(spec, tokenizer_dir(path, adapter), trust_remote_code)
     check_vocabulary(spec, model, tokenizer)
     placed = None
     if dmap is None:
@@ -591,7 +613,7 @@ def load_model(
     from reachtui.model.layers import discover
 
     arch = discover(model)
-    name = model_name(spec)   # the one naming rule: what the store calls the model
+    name = model_name(spec, adapter)   # the one naming rule: what the store calls the model
     if bad:
         report = f"loaded with --allow-missing-weights: {report}"
     if adapter is not None:     # the run records the adapter, its base and where the base came from

@@ -336,17 +336,13 @@ def new_cache(arch: Architecture, capacity: int | None = None, batch: int | None
     return cache
 
 
-def growing_layers(cache) -> list:
-    """Every GrowingLayer of `cache` (a DynamicCache, or a mixed batch's cache with groups)."""
+def set_clock(cache, clock: Clock) -> None:
+    """Full-capacity decoding from here on (`clock`) for every GrowingLayer of `cache` (a DynamicCache, or a
+    mixed batch's cache with groups)."""
     groups = getattr(cache, "groups", None)
-    if groups is not None:
-        return [g.layer for step in groups for g in step]
-    return [layer for layer in cache.layers if isinstance(layer, GrowingLayer)]
-
-
-def set_clock(cache, clock: Clock | None) -> None:
-    """Full-capacity decoding from here on (`clock`), or back to growing writes (None)."""
-    for layer in growing_layers(cache):
+    layers = [g.layer for step in groups for g in step] if groups is not None else \
+        [layer for layer in cache.layers if isinstance(layer, GrowingLayer)]
+    for layer in layers:
         layer.clock = clock
 
 

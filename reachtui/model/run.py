@@ -113,7 +113,8 @@ class Runner:
         return self._stop_tables.get(stops)
 
     def _full(self, record) -> bool:
-        return self.step_mode == "full" and record is None
+        """Whether a decode runs on the full-capacity stepper: asked for, not recording, every layer plain."""
+        return self.step_mode == "full" and record is None and self.plain
 
     def _capacity(self, width: int, dec: Decoding, full: bool) -> int:
         """KV positions a decode batch needs; a full-capacity cache rounds up to 16 (aligned masks)."""
@@ -389,34 +390,46 @@ class Runner:
         recording, `reachtui.model.prefix`), then all rows decode together."""
         width = max(len(x) for rows in ids for x in rows)
         full = self._full(None)
-        mixed = mixed_batch.MixedCache(self.arch, plans, [len(rows) for rows in ids],
-                                       self._capacity(width, dec, full), full=full)
+
+        def prefill_of(n: int, iv: Intervention):
+            rows = ids[n]
+            groups = self._sub_batches(rows)
+            inputs = [self._pad([rows[u] for u in g]) for g in groups]
+            # the positions shared with the identity: replayed from each prompt's own recording
+            depth = min(routing.identity_prefix(iv.route.layers, iv.silenced), self.plain_prefix)
+            recs = self._identity_records(rows, depth) if depth else None
+            tap = routing.PrefillTap() if recs else None
+            records = [padded(recs[g.start:g.stop], x[0].shape[1], depth) for g, x in zip(groups, inputs)] \
+                if recs else None
+            return groups, inputs, tap, records, depth if recs else 0
+
+        return self._mixed_decode(plans, [len(rows) for rows in ids], width, dec, [x for rows in ids for x in rows],
+                                  [s for ss in seeds for s in ss], prefill_of, full)
+
+    def _mixed_decode(self, plans: list[Intervention], row_counts: list[int], width: int, dec: Decoding,
+                      flat_ids: list[list[int]], flat_seeds: list[int], prefill_of, full: bool
+                      ) -> list[list[Generation]]:
+        """One mixed decode batch (`mixed.py`): plan j's `row_counts[j]` rows prefilled under its own
+        installation straight into the batch's cache (`prefill_of(j, plan)` gives the prefill's groups,
+        inputs, tap, records and replayed depth), then every row decoded together; per plan its generations."""
+        mixed = mixed_batch.MixedCache(self.arch, plans, row_counts, self._capacity(width, dec, full), full=full)
         logits, masks = [], []
         with torch.inference_mode():
-            for n, (iv, rows) in enumerate(zip(plans, ids)):
-                route, silenced = iv.route, iv.silenced
-                groups = self._sub_batches(rows)
-                inputs = [self._pad([rows[u] for u in g]) for g in groups]
-                # the positions shared with the identity: replayed from each prompt's own recording
-                depth = min(routing.identity_prefix(route.layers, silenced), self.plain_prefix)
-                recs = self._identity_records(rows, depth) if depth else None
-                tap = routing.PrefillTap() if recs else None
-                records = [padded(recs[g.start:g.stop], x[0].shape[1], depth) for g, x in zip(groups, inputs)] \
-                    if recs else None
-                with routing.installed(self.arch, route.layers, silenced, tap=tap):
-                    _, attention, first = self._prefill(groups, inputs, width, dec, tap, records,
-                                                        depth if recs else 0, cache=mixed.plan_cache(n))
+            for j, iv in enumerate(plans):
+                groups, inputs, tap, records, depth = prefill_of(j, iv)
+                with routing.installed(self.arch, iv.route.layers, iv.silenced, tap=tap):
+                    _, attention, first = self._prefill(groups, inputs, width, dec, tap, records, depth,
+                                                        cache=mixed.plan_cache(j))
                 logits.append(first)
                 masks.append(attention)
             mixed.close(width)
-            flat = [x for rows in ids for x in rows]
             with mixed_batch.installed_mixed(self.arch, mixed):
-                gens = self._decode(mixed, torch.cat(masks), torch.cat(logits), flat, [s for ss in seeds for s in ss],
-                                    dec, [len(iv.route) for iv, rows in zip(plans, ids) for _ in rows], None, full)
+                gens = self._decode(mixed, torch.cat(masks), torch.cat(logits), flat_ids, flat_seeds, dec,
+                                    [len(iv.route) for iv, n in zip(plans, row_counts) for _ in range(n)], None, full)
         out, at = [], 0
-        for rows in ids:
-            out.append(gens[at: at + len(rows)])
-            at += len(rows)
+        for n in row_counts:
+            out.append(gens[at: at + n])
+            at += n
         return out
 
     def _identity_records(self, rows: list[list[int]], depth: int) -> list[Recording] | None:
@@ -490,7 +503,7 @@ class Runner:
         tap = routing.PrefillTap()
         records = self._record(groups, inputs, share, tap) if share else None
 
-        full = self._full(record) and self.plain
+        full = self._full(record)
         packed = full and self.packing and self.mixing and len(plans) > 1 and len(unique) == len(ids) and not force
         if packed:
             yield from self._decode_packs(ids, plans, seeds, dec, ids_of, depths, share, tap, records, groups,
@@ -543,22 +556,13 @@ class Runner:
     def _decode_pack(self, ids, plans, seeds, dec: Decoding, depths, tap, records, groups, inputs, width: int):
         """One mixed batch of `plans`, each over every prompt of `ids`: per plan its generations."""
         n = len(ids)
-        mixed = mixed_batch.MixedCache(self.arch, plans, [n] * len(plans), self._capacity(width, dec, True),
-                                       full=True)
-        logits, masks = [], []
-        with torch.inference_mode():
-            for j, (iv, d) in enumerate(zip(plans, depths)):
-                with routing.installed(self.arch, iv.route.layers, iv.silenced, tap=tap if d else None):
-                    _, attention, first = self._prefill(groups, inputs, width, dec, tap if d else None, records, d,
-                                                        cache=mixed.plan_cache(j))
-                logits.append(first)
-                masks.append(attention)
-            mixed.close(width)
-            with mixed_batch.installed_mixed(self.arch, mixed):
-                gens = self._decode(mixed, torch.cat(masks), torch.cat(logits), ids * len(plans),
-                                    [s for row in seeds for s in row], dec,
-                                    [len(iv.route) for iv in plans for _ in range(n)], None, True)
-        return [gens[j * n:(j + 1) * n] for j in range(len(plans))]
+
+        def prefill_of(j: int, iv: Intervention):
+            d = depths[j]
+            return groups, inputs, tap if d else None, records, d
+
+        return self._mixed_decode(plans, [n] * len(plans), width, dec, ids * len(plans),
+                                  [s for row in seeds for s in row], prefill_of, True)
 
     def _sub_batches(self, rows: list[list[int]]) -> list[range]:
         """Prefill sub-batches of `rows` (sorted by length: a sub-batch's last row is its longest), each at

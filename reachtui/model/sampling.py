@@ -42,40 +42,46 @@ def uniforms(seeds, steps: int) -> np.ndarray:
     return ((x >> np.uint64(40)).astype(np.float32) * np.float32(2.0 ** -24))
 
 
+def _nucleus(logits: torch.Tensor, temperature: float, top_p: float, *, stable: bool):
+    """(probabilities, order): softmax(logits / temperature); under top-p (< 1) sorted in descending order
+    (`order` the token ids by position; a stable sort when `stable`, as sampler 2 asks, else torch's default
+    as sampler 1 drew) with the tokens past the nucleus zeroed, else in token-id order and `order` None."""
+    probs = torch.softmax(logits / temperature, dim=-1)
+    order = None
+    if top_p < 1.0:
+        probs, order = (probs.sort(dim=-1, descending=True, stable=True) if stable
+                        else probs.sort(dim=-1, descending=True))
+        drop = (probs.cumsum(dim=-1) - probs) > top_p
+        probs = probs.masked_fill(drop, 0.0)
+    return probs, order
+
+
+def _back(nxt: torch.Tensor, order: torch.Tensor | None) -> torch.Tensor:
+    """Positions picked in `_nucleus`'s order back to token ids."""
+    if order is not None:
+        nxt = order.gather(1, nxt[:, None])[:, 0]
+    return nxt
+
+
 def pick(logits: torch.Tensor, temperature: float, top_p: float, u: torch.Tensor | None) -> torch.Tensor:
     """Next token of every row (sampler 2): argmax when greedy (u is None or temperature <= 0), else the
     inverse-CDF draw of uniform u[r] from softmax(logits[r] / temperature), restricted to the top-p nucleus
     (the tokens of highest probability whose mass before them is at most top_p). `logits` are float32."""
     if u is None or temperature <= 0:
         return logits.argmax(dim=-1)
-    probs = torch.softmax(logits / temperature, dim=-1)
-    order = None
-    if top_p < 1.0:
-        probs, order = probs.sort(dim=-1, descending=True, stable=True)
-        drop = (probs.cumsum(dim=-1) - probs) > top_p
-        probs = probs.masked_fill(drop, 0.0)
+    probs, order = _nucleus(logits, temperature, top_p, stable=True)
     cdf = probs.cumsum(dim=-1)
     total = cdf[:, -1:]
     # strictly below the total, so the pick is a token of positive probability
     target = torch.minimum(u.view(-1, 1).to(cdf.dtype) * total, torch.nextafter(total, torch.zeros_like(total)))
     nxt = torch.searchsorted(cdf, target, right=True)[:, 0].clamp_(max=cdf.shape[-1] - 1)
-    if order is not None:
-        nxt = order.gather(1, nxt[:, None])[:, 0]
-    return nxt
+    return _back(nxt, order)
 
 
 def pick_v1(logits: torch.Tensor, temperature: float, top_p: float, gens) -> torch.Tensor:
     """Sampler 1: row j drawn with its own generator gens[j]; a row whose generator is None (finished,
     still in the batch) takes the argmax and draws nothing."""
-    probs = torch.softmax(logits / temperature, dim=-1)
-    order = None
-    if top_p < 1.0:
-        probs, order = probs.sort(dim=-1, descending=True)
-        drop = (probs.cumsum(dim=-1) - probs) > top_p
-        probs = probs.masked_fill(drop, 0.0)
+    probs, order = _nucleus(logits, temperature, top_p, stable=False)
     picks = [probs[j].argmax(-1, keepdim=True) if g is None else torch.multinomial(probs[j], 1, generator=g)
              for j, g in enumerate(gens)]
-    nxt = torch.cat(picks)
-    if order is not None:
-        nxt = order.gather(1, nxt[:, None])[:, 0]
-    return nxt
+    return _back(torch.cat(picks), order)

@@ -99,6 +99,17 @@ class StopWatch:
     def _decode(self, seqs: list[list[int]]) -> list[str]:
         return self.tokenizer.batch_decode(seqs, skip_special_tokens=True)
 
+    def suspects(self, tokens: np.ndarray) -> np.ndarray:
+        """Which of these token ids may take part in a stop string (the suspect table; an id the tokenizer
+        does not know always may; every id without a table)."""
+        tokens = np.asarray(tokens)
+        if self.table is None:
+            return np.ones(tokens.shape, dtype=bool)
+        inside = (tokens >= 0) & (tokens < len(self.table))
+        sus = ~inside                   # an id the tokenizer does not know: always checked
+        sus[inside] |= self.table[tokens[inside]]
+        return sus
+
     def check(self, tokens: np.ndarray, length: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Of `rows` (each just given its token at index length[row] - 1), those whose text now holds a
         stop, by the exact rule."""
@@ -108,13 +119,7 @@ class StopWatch:
         if self.table is not None:
             last = tokens[rows, length[rows] - 1]
             prev = np.where(length[rows] >= 2, tokens[rows, np.maximum(length[rows] - 2, 0)], last)
-            vocab = len(self.table)
-            sus = np.zeros(len(rows), dtype=bool)
-            for tok in (last, prev):
-                inside = (tok >= 0) & (tok < vocab)
-                sus |= ~inside          # an id the tokenizer does not know: always checked
-                sus[inside] |= self.table[tok[inside]]
-            rows = rows[sus]
+            rows = rows[self.suspects(last) | self.suspects(prev)]
         if len(rows) == 0:
             return rows
         starts = np.maximum(length[rows] - self.window, 0)

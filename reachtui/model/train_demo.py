@@ -103,15 +103,23 @@ def _batches(examples, batch_size: int, rng: random.Random, pad_id: int):
         rng.shuffle(group)
         batches.extend(group)
     for group in batches:
-        width = max(len(ids) for ids, _ in group)
-        ids = torch.full((len(group), width), pad_id, dtype=torch.long)
-        labels = torch.full((len(group), width), -100, dtype=torch.long)
-        mask = torch.zeros((len(group), width), dtype=torch.long)
-        for r, (i, l) in enumerate(group):
-            ids[r, : len(i)] = torch.tensor(i)
-            labels[r, : len(l)] = torch.tensor(l)
-            mask[r, : len(i)] = 1
-        yield ids, labels, mask
+        yield _pad_batch(group, pad_id)
+
+
+def _pad_batch(group, pad_id: int):
+    """(ids, labels, attention mask) of (ids, labels) examples, int64 [rows, longest]: ids padded with
+    `pad_id` on the right, labels with -100, the mask 1 over each row's own tokens."""
+    import torch
+
+    width = max(len(ids) for ids, _ in group)
+    ids = torch.full((len(group), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(group), width), -100, dtype=torch.long)
+    mask = torch.zeros((len(group), width), dtype=torch.long)
+    for r, (i, l) in enumerate(group):
+        ids[r, : len(i)] = torch.tensor(i)
+        labels[r, : len(l)] = torch.tensor(l)
+        mask[r, : len(i)] = 1
+    return ids, labels, mask
 
 
 def held_out_items(n: int, seed: int, exclude: set[str]) -> list:

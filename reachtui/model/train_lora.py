@@ -32,7 +32,7 @@ def train_lora(out: Path, *, steps: int = 8, batch_size: int = 16, lr: float = 3
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from reachtui.demo_task import training_items
-    from reachtui.model.train_demo import _encode_examples
+    from reachtui.model.train_demo import _encode_examples, _pad_batch
 
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
@@ -46,11 +46,8 @@ def train_lora(out: Path, *, steps: int = 8, batch_size: int = 16, lr: float = 3
     losses = []
     for step in range(steps):
         batch = examples[step * batch_size:(step + 1) * batch_size]
-        width = max(len(ids) for ids, _ in batch)
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-        ids = torch.tensor([i + [pad] * (width - len(i)) for i, _ in batch])
-        labels = torch.tensor([lab + [-100] * (width - len(lab)) for _, lab in batch])
-        mask = torch.tensor([[1] * len(i) + [0] * (width - len(i)) for i, _ in batch])
+        ids, labels, mask = _pad_batch(batch, pad)
         loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
         loss.backward()
         optimizer.step()

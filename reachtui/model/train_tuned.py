@@ -116,12 +116,13 @@ def correct_samples(runner, items, samples: int, temperature: float, max_new_tok
     fraction of all samples that were correct. Prompts the model already realizes add nothing: its
     correct samples there are mostly its greedy output again."""
     from reachtui.generation import Decoding
+    from reachtui.intervention import Intervention
 
     prompts = [format_prompt(it.question) for it in items]
     greedy = runner.generate(prompts, decoding=Decoding(max_new_tokens=max_new_tokens, stop=("\n",)))
     decoding = Decoding(max_new_tokens=max_new_tokens, temperature=temperature, stop=("\n",))
     seeds = [[seed * 1_000_003 + i * samples + s for i in range(len(prompts))] for s in range(samples)]
-    runs = runner.generate_many(prompts, [(None, frozenset())] * samples, decoding=decoding, seeds=seeds)
+    runs = runner.generate_many(prompts, [Intervention()] * samples, decoding=decoding, seeds=seeds)
     kept, hits = {}, 0
     for gens in runs:
         for it, prompt, gen, first in zip(items, prompts, gens, greedy):
