@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from reachtui.errors import ReachError
+from reachtui.errors import ReachError, first_line
 from reachtui.parsing import json_file
 
 CONFIG = "adapter_config.json"
@@ -80,13 +80,11 @@ def merge_adapter(model, adapter: Adapter):
     class (peft's `merge_and_unload`). Its caller, `load_model`, has checked that peft is there (`check_peft`)."""
     from peft import PeftModel
 
-    from reachtui.model.load import _one_line
-
     try:
         wrapped = PeftModel.from_pretrained(model, str(adapter.path), is_trainable=False)
     except Exception as exc:  # noqa: BLE001 - a wrong base, a damaged file: one line
         raise ReachError(f"cannot apply the adapter {adapter.path} to its base {adapter.base}: "
-                         f"{_one_line(exc)[:300]}") from None
+                         f"{first_line(exc, 300)}") from None
     if not hasattr(wrapped, "merge_and_unload"):
         raise ReachError(f"adapter {adapter.path} ({adapter.kind}) cannot be merged into the weights: routes and "
                          f"MLP silencing need a plain model (LoRA and its kin merge)")
@@ -94,4 +92,4 @@ def merge_adapter(model, adapter: Adapter):
         return wrapped.merge_and_unload()
     except Exception as exc:  # noqa: BLE001
         raise ReachError(f"adapter {adapter.path} ({adapter.kind}) cannot be merged into the weights: "
-                         f"{_one_line(exc)[:300]}") from None
+                         f"{first_line(exc, 300)}") from None

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from reachtui.assets import BUNDLED_MODELS
-from reachtui.errors import ReachError
+from reachtui.errors import ReachError, first_line
 from reachtui.parsing import json_file
 
 _HF_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
@@ -384,11 +384,6 @@ def quiet_transformers() -> None:
     del transformers
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 def _importable(name: str) -> bool:
     """Whether module `name` can be imported (found without importing it)."""
     import importlib.util
@@ -474,7 +469,7 @@ def _tokenizer(spec: str, path: Path, trust_remote_code: bool):
     try:
         return AutoTokenizer.from_pretrained(str(path), trust_remote_code=trust_remote_code, local_files_only=True)
     except Exception as exc:  # noqa: BLE001
-        raise ReachError(f"cannot load the tokenizer of {spec!r} from {path}: {_one_line(exc)}") from exc
+        raise ReachError(f"cannot load the tokenizer of {spec!r} from {path}: {first_line(exc)}") from exc
 
 
 def tokenizer_dir(path: Path, adapter) -> Path:
@@ -564,7 +559,7 @@ def load_model(
     try:
         config = AutoConfig.from_pretrained(str(path), trust_remote_code=trust_remote_code, local_files_only=True)
     except Exception as exc:  # noqa: BLE001
-        msg = _one_line(exc)
+        msg = first_line(exc)
         if "trust_remote_code" in msg:
             raise ReachError(f"model {spec!r} needs its own code: pass --trust-remote-code if you trust it") from exc
         raise ReachError(f"cannot read the config of {spec!r}: {msg}") from exc
@@ -585,7 +580,7 @@ def load_model(
             output_loading_info=True, **placement,
         )
     except Exception as exc:  # noqa: BLE001
-        msg = _one_line(exc)
+        msg = first_line(exc)
         if "trust_remote_code" in msg:
             raise ReachError(f"model {spec!r} needs its own code: pass --trust-remote-code if you trust it") from exc
         raise ReachError(f"cannot load model {spec!r} from {path}: {msg}") from exc
@@ -605,7 +600,7 @@ def load_model(
         try:
             model = model.to(dev)
         except Exception as exc:  # noqa: BLE001
-            raise ReachError(f"cannot move model {spec!r} to {dev}: {_one_line(exc)}") from exc
+            raise ReachError(f"cannot move model {spec!r} to {dev}: {first_line(exc)}") from exc
     else:
         placed = dict(getattr(model, "hf_device_map", None) or {"": str(input_device(model))})
         dev = _describe_devices(placed)
