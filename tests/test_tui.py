@@ -710,3 +710,28 @@ async def test_outputs_with_escape_sequences_show_as_signs_not_as_commands(tmp_p
         assert question.endswith("\u241b]0;title\u2407")
     with Store(path, readonly=True) as s:
         assert s.default_attempt(run_id, key)["text"] == evil
+
+
+async def test_keys_typed_right_after_slash_go_to_the_search_box_not_the_bindings(stored):
+    """A fast typist's `/`, text and Enter arrive queued together: none may fire the screen's bindings
+    (`m` silence, `x` skip, `A` apply, Enter a live run)."""
+    from textual import events
+    from textual.widgets import Input
+
+    path, run_id = stored
+    app = ReachApp(path)
+    app.runner = FakeRunner()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        before = app.intervention
+        for key, char in [("slash", "/"), *[(c if c.isalnum() else {" ": "space", "#": "number_sign"}[c], c)
+                                             for c in "#### mxA 14"], ("enter", "\r")]:
+            event = events.Key(key, char)             # as Pilot.press sends them, but without its waits:
+            event.set_sender(app)                     # all queued before the app handles the first
+            app._driver.send_message(event)
+        await settle(app, pilot)
+        assert app.intervention == before and app.last_live is None and app.last_apply is None
+        assert app.runner.calls == 0
+        assert "search “#### mxA 14”" in app.sub_title
+        await pilot.press("slash", "1", "slash", "2")     # inside the box `/` is a character
+        assert app.screen.query_one("#search", Input).value == "1/2"

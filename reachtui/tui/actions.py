@@ -23,6 +23,8 @@ class Action:
     scope: str = "main"        # where it is bound: "global" (the App: any screen), "main" (the main
                                # screen; "app." actions run on the App), "compare" (the comparison
                                # view), "table" (the question table)
+    priority: bool = False     # handled as the key arrives, before keys queued behind it (an action
+                               # that focuses an input: what is typed next must reach the input)
 
 
 ACTIONS: tuple[Action, ...] = (
@@ -36,7 +38,7 @@ ACTIONS: tuple[Action, ...] = (
     Action("filter.unreachable", "u", "filter('unreachable')", "Unreachable",
            "Wrong by default and under every probe", palette="filter: unreachable"),
     Action("app.search", "slash", "search", "Search", "Full-text search in questions and outputs",
-           palette="filter: search…"),
+           palette="filter: search…", priority=True),
     Action("app.clear_search", "escape", "clear_search", "Clear search", "Clear the search", show=False),
     Action("live.run", "enter", "live_run", "Run", "Run the selected question under the edited layers",
            palette="run: live run on the selected question"),
@@ -106,7 +108,7 @@ def bindings(scope: str) -> list[Binding]:
     screen's bindings come before the App's)."""
     scopes = ("global", scope) if scope in SCREENS else (scope,)
     return [Binding(a.keys, a.action, a.description, show=a.show, id=a.id, key_display=a.key_display,
-                    tooltip=a.tooltip) for a in ACTIONS if a.scope in scopes]
+                    tooltip=a.tooltip, priority=a.priority) for a in ACTIONS if a.scope in scopes]
 
 
 def binding_ids() -> list[str]:

@@ -216,10 +216,18 @@ class MainScreen(Screen):
                                         f"{len(broken)} broken)", self.filter.search)
         self.apply_view()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """`/` is a priority binding (see actions.Action.priority): inside an input it types a slash."""
+        if action == "search" and isinstance(self.focused, Input):
+            return False
+        return True
+
     def action_search(self) -> None:
         box = self.query_one("#search", Input)
         box.display = True
-        box.focus()
+        # focus now, not after the queue (Widget.focus defers): keys typed right after `/` are already
+        # queued behind this action and must reach the box, never the screen's bindings
+        self.set_focus(box)
 
     @on(Input.Submitted, "#search")
     def _search_submitted(self, event: Input.Submitted) -> None:
