@@ -282,3 +282,20 @@ def test_compare_takes_what_open_compare_takes(matched_store):
         assert out.returncode == 2 and out.stderr.count("\n") == 1
         assert ("no run 'nobody': not a run id, 'latest', or a model with a complete run (models: base, tuned, "
                 "tuned-k2, tuned-short)") in out.stderr
+
+
+def test_score_columns_name_the_models_and_every_heading_is_distinct(store_path):
+    """`compare base trained`: the columns say which model, not which run id, and no two headings repeat."""
+    from reachtui import tables as T
+    from reachtui.store import Store
+    from reachtui.tables.compare import side_labels
+    from reachtui.tables.formats import human_header
+
+    with Store(store_path, readonly=True) as store:
+        scores = T.compare_views(T.compare_runs(store, 1, 2))[0]
+    heads = [human_header(c) for c in scores.columns]
+    assert "realized base (%)" in heads and "reachable trained (%)" in heads
+    assert "p realized" in heads and "p reachable" in heads
+    assert len(heads) == len(set(heads))
+    same = side_labels({"run": 1, "model": "demo"}, {"run": 3, "model": "demo"})
+    assert same == ("run 1", "run 3")

@@ -291,7 +291,7 @@ def test_people_formats_fold_intervals(store_path):
     tex = _export(store_path, "export", "passk", "--run", "1", "--format", "latex")
     assert "value CI" in tex and "control CI" in tex and all(ord(ch) < 128 for ch in tex)
     cmp_md = _export(store_path, "compare", "1", "2", "--format", "md")
-    assert "Δ CI" in cmp_md
+    assert "Δ realized CI" in cmp_md and "Δ reachable CI" in cmp_md
 
 
 def test_imported_runs_get_the_control_too(tmp_path):

@@ -735,3 +735,13 @@ async def test_keys_typed_right_after_slash_go_to_the_search_box_not_the_binding
         assert "search “#### mxA 14”" in app.sub_title
         await pilot.press("slash", "1", "slash", "2")     # inside the box `/` is a character
         assert app.screen.query_one("#search", Input).value == "1/2"
+
+
+async def test_quitting_says_where_the_run_is_stored(stored):
+    path, run_id = stored
+    app = ReachApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("q")
+    assert app.farewell() == (f"run {run_id} is stored in {path}; reopen it with "
+                              f"reachtui open --store {path} --run {run_id}")

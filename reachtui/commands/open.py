@@ -217,6 +217,8 @@ def _run_app(path: Path, run_id: int | None, launch_kw: dict, preloaded=None, ke
 
     app = ReachApp(path, run_id, launch=Launch(**launch_kw), preloaded=preloaded, keymap=keymap, **kw)
     app.run()
+    if app.fatal is None and (line := app.farewell()):
+        click.echo(line, err=True)
     if app.fatal is not None:   # the store turned out damaged after the first paint: its one line
         raise app.fatal
     if app.return_code not in (None, 0):

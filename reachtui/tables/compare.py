@@ -329,23 +329,33 @@ def compare_table(store, run_a: int, run_b: int, *, allow_unmatched: bool = Fals
                         seed=seed).table
 
 
+def side_labels(run_a: dict[str, Any], run_b: dict[str, Any]) -> tuple[str, str]:
+    """What a column names each side by: the model where the two differ, else the run."""
+    if run_a["model"] != run_b["model"]:
+        return str(run_a["model"]), str(run_b["model"])
+    return f"run {run_a['run']}", f"run {run_b['run']}"
+
+
 def compare_views(comparison: Comparison) -> list[Table]:
     """The comparison for people (terminal, md, latex): scores per probe, then the transitions.
     Data formats use `comparison.table` itself (one wide row per probe)."""
     t = comparison.table
     d = t.dicts()
     a, b = comparison.run_a["run"], comparison.run_b["run"]
+    la, lb = side_labels(comparison.run_a, comparison.run_b)
     scores = Table(
         "compare-scores",
         t.title,
         [Column("probe"), Column("n", "int"),
-         Column("realized_a", "frac", label=f"realized {a}"), Column("realized_b", "frac", label=f"realized {b}"),
-         Column("realized_delta", "frac", label="Δ", signed=True), *ci_columns("realized_delta", "Δ", True),
-         Column("realized_p", "pvalue", label="p"),
-         Column("reachable_a", "frac", label=f"reachable {a}"),
-         Column("reachable_b", "frac", label=f"reachable {b}"),
-         Column("reachable_delta", "frac", label="Δ", signed=True), *ci_columns("reachable_delta", "Δ", True),
-         Column("reachable_p", "pvalue", label="p")],
+         Column("realized_a", "frac", label=f"realized {la}"), Column("realized_b", "frac", label=f"realized {lb}"),
+         Column("realized_delta", "frac", label="Δ realized", signed=True),
+         *ci_columns("realized_delta", "Δ realized", True),
+         Column("realized_p", "pvalue", label="p realized"),
+         Column("reachable_a", "frac", label=f"reachable {la}"),
+         Column("reachable_b", "frac", label=f"reachable {lb}"),
+         Column("reachable_delta", "frac", label="Δ reachable", signed=True),
+         *ci_columns("reachable_delta", "Δ reachable", True),
+         Column("reachable_p", "pvalue", label="p reachable")],
         [],
         notes=[],
         warnings=list(t.warnings),

@@ -513,7 +513,17 @@ class ReachApp(App[None]):
         if worker.group == "live":
             self.main.live_failed(f"live run failed: {line}")
 
+    def farewell(self) -> str | None:
+        """The line the terminal keeps after quitting: where the open run is, and how to come back to it."""
+        if self.run_info is None:
+            return None
+        stopped = " (its audit stopped after the batch it was on)" if self.audit_running else ""
+        return (f"run {self.run_info.id} is stored in {self.store_path}{stopped}; reopen it with "
+                f"reachtui open --store {self.store_path} --run {self.run_info.id}")
+
     async def action_quit(self) -> None:
+        if self.audit_running:
+            self.notify("quitting: the audit stops after the batch it is on", timeout=30)
         self._audit_cancel.set()
         self._apply_cancel.set()
         self.workers.cancel_all()
