@@ -195,7 +195,8 @@ def expected(kind: str, store, a: int, b: int) -> dict[tuple, dict]:
     if kind == "passk":
         return curve_series([r for r in export_json(store, "passk", a, b) if r["estimator"] == "pass@k"])
     if kind == "reach":
-        return {**curve_series(export_json(store, "passk", a)), **realized_series(export_json(store, "summary", a), a)}
+        return {**curve_series(export_json(store, "passk", a)),
+                **realized_series(export_json(store, "summary", a), a)}
     if kind == "blind":
         summary = export_json(store, "summary", a)
         routed = [r for r in summary if r["probe"] in ("routes", "mcts")]
@@ -312,14 +313,17 @@ def test_title_and_caption(audit):
     assert res.exit_code == 0, res.output
     assert "Reach of the base model" in file_text(out) and metadata(out)[0] == "Reach of the base model"
     assert embedded(out)["title"] == "Reach of the base model"
-    caption = res.stdout.strip()
-    assert caption.startswith(r"\caption{") and caption.endswith("}") and caption.count("\n") == 0
+    lines = res.stdout.splitlines()
+    assert all(0 < len(line) <= 100 for line in lines)     # no blank line (it would end the caption)
+    caption = " ".join(lines)
+    assert caption.startswith(r"\caption{") and caption.endswith("}") and caption.count("{") == caption.count("}")
     for part in ("base on t (run 1, $n = 10$)", "sample (pass@k, $K = 6$)", "routes (reachable@k, $K = 6$)",
                  "mcts (reachable@k, $K = 4$)", r"95\% Wilson intervals", "chance control", "realized"):
         assert part in caption, part
     res = plot(store, "compare", str(a), str(b), "-o", str(root / "c.pdf"), "--caption")
-    assert r"$n = 10$ questions both runs have" in res.stdout and "paired-bootstrap" in res.stdout
-    assert "(1000 replicates, seed 0)" in res.stdout and "sample $K = 6$, routes $K = 6$, mcts $K = 4$" in res.stdout
+    caption = " ".join(res.stdout.splitlines())
+    assert r"$n = 10$ questions both runs have, under one protocol (sample $K = 6$, routes $K = 6$, mcts $K = 4$)" \
+        in caption and r"95\% paired-bootstrap interval" in caption and "(1000 replicates, seed 0)" in caption
 
 
 def test_captions_escape_what_the_store_names(audit):
@@ -330,7 +334,7 @@ def test_captions_escape_what_the_store_names(audit):
     with Store(store, readonly=True) as s:
         shown = plots.figure_tables(s, "mlp-scan", [a])
     shown.runs = [dict(shown.runs[0], model="my_model&co", task="50%_set")]
-    text = plots.caption(shown)
+    text = " ".join(plots.caption(shown).splitlines())
     assert r"my\_model\&co on 50\%\_set" in text and "failure:sample" in text and "(layer 3)" in text
 
 

@@ -35,6 +35,6 @@ from reachtui.plots.shown import KINDS, NothingToDraw, Shown, check_kind, figure
 #: `reachtui plot all`: the figures drawn for one run, and the one drawn only for two (A, B).
 ONE_RUN_KINDS = tuple(k for k in KINDS if k != "compare")
 
-__all__ = ["KINDS", "ONE_RUN_KINDS", "FIGURE_FORMATS", "NAMES", "KEY", "PNG_DATA", "PNG_PROVENANCE", "MIN_FONT", "NothingToDraw",
-           "WIDTHS", "Shown", "caption", "check_kind", "draw", "figure_tables", "parse_width", "plotted",
-           "provenance", "render", "style_rc"]
+__all__ = ["KINDS", "ONE_RUN_KINDS", "FIGURE_FORMATS", "NAMES", "KEY", "PNG_DATA", "PNG_PROVENANCE", "MIN_FONT",
+           "NothingToDraw", "WIDTHS", "Shown", "caption", "check_kind", "draw", "figure_tables", "parse_width",
+           "plotted", "provenance", "render", "style_rc"]

@@ -5,6 +5,7 @@ drawn from; names from the store are escaped (`tables.formats.latex_escape`). Pu
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from reachtui.plots.shown import Shown, budgets, curves_by, run_n, side_names
@@ -17,9 +18,14 @@ CONTROL = ("dotted lines with hollow markers: the chance control (each question'
 REALIZED = r"black line: realized, the default decoding (grey: its 95\% Wilson interval)"
 
 
+#: Caption lines are at most this long (LaTeX reads a line break inside the caption as a space).
+LINE = 100
+
+
 def caption(shown: Shown) -> str:
-    """`\\caption{...}` for the figure of `shown`, one line."""
-    return r"\caption{" + " ".join(_TEXT[shown.kind](shown).split()) + "}"
+    """`\\caption{...}` for the figure of `shown`, wrapped to lines of at most LINE characters."""
+    return "\n".join(textwrap.wrap(r"\caption{" + " ".join(_TEXT[shown.kind](shown).split()) + "}", LINE,
+                                   break_long_words=False, break_on_hyphens=False))
 
 
 def _runs(shown: Shown) -> str:
@@ -95,7 +101,7 @@ def _compare(shown: Shown) -> str:
     ra, rb = shown.runs
     probes = [r["probe"] for r in rows if r["probe"] is not None]
     same = ra["protocol_hash"] == rb["protocol_hash"]
-    match = (f"under one protocol ({tex(str(ra['protocol_hash']))})" if same else
+    match = ("under one protocol" if same else
              "under protocols matched per probe" if not shown.warnings else
              r"\textbf{under protocols that do not match}")
     what = "realized (the default decoding)" + (

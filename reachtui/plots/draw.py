@@ -34,7 +34,7 @@ DODGE = 2.2
 TALLEST = 7.5
 
 
-def _mpl():
+def need_matplotlib():
     try:
         import matplotlib
         from matplotlib.figure import Figure
@@ -120,10 +120,10 @@ def _marks_every(ks: Sequence[int]):
     return [i for i, k in enumerate(ks) if k & (k - 1) == 0 or i == len(ks) - 1]
 
 
-def band(ax, xs, lo, hi, colour: str, hatch: str, **key) -> None:
+def band(ax, xs, lo, hi, colour: str, hatch: str, *, alpha: float = 0.55, **key) -> None:
     """An interval as a hatched band with no fill: overlapping bands stay apart, in greyscale too."""
     collection = ax.fill_between(xs, floats(lo), floats(hi), facecolor="none", edgecolor=colour, hatch=hatch,
-                                 linewidth=0, alpha=0.55, zorder=1)
+                                 linewidth=0, alpha=alpha, zorder=1)
     tag(collection, **key)
 
 
@@ -143,7 +143,7 @@ def curve(ax, rows: list[dict[str, Any]], glyph: look.Glyph, *, run: int, probe:
                     linestyle=look.CONTROL_LINE, linewidth=1.0, markevery=every, zorder=2.5)
     tag(line, table="passk", run=run, probe=probe, column="control")
     band(ax, ks, (r["control_lo"] for r in rows), (r["control_hi"] for r in rows), glyph.colour,
-         look.CONTROL_HATCH, table="passk", run=run, probe=probe, column="control_lo,control_hi")
+         look.CONTROL_HATCH, alpha=0.35, table="passk", run=run, probe=probe, column="control_lo,control_hi")
 
 
 def realized_level(ax, row: dict[str, Any] | None, run: int) -> bool:
@@ -202,21 +202,17 @@ def draw_reach(fig, shown: Shown, width: float, legend: Legend) -> None:
             legend.line(curve_label(probe, curves[(run, probe)]), glyph)
         if realized_level(ax, next(iter(summary_of(shown, run).values()), None), run):
             legend.line("realized", look.REALIZED)
-        k_axis_of(ax, [r for p in mine for r in curves[(run, p)]])
+        look.k_axis(ax, k_max([r for p in mine for r in curves[(run, p)]]))
         look.share_axis(ax, f"reached within k (% of {run_n(shown, run)})")
         if len(shown.runs) > 1:
             ax.set_title(name)
-    _common_entries(legend, control=True, band_label="95% Wilson interval")
+    _curve_entries(legend)
 
 
-def k_axis_of(ax, rows: Sequence[dict[str, Any]]) -> None:
-    look.k_axis(ax, k_max(rows))
-
-
-def _common_entries(legend: Legend, *, control: bool, band_label: str) -> None:
-    if control:
-        legend.line("chance control", look.Glyph(look.GREY, "o", look.CONTROL_LINE, ""), hollow=True, width=1.0)
-    legend.band(band_label, look.GREY, "////")
+def _curve_entries(legend: Legend) -> None:
+    """The legend entries every figure of budget curves shares: the chance control and the interval band."""
+    legend.line("chance control", look.Glyph(look.GREY, "o", look.CONTROL_LINE, ""), hollow=True, width=1.0)
+    legend.band("95% Wilson interval", look.GREY, "////")
 
 
 def draw_blind(fig, shown: Shown, width: float, legend: Legend) -> None:
@@ -239,7 +235,7 @@ def draw_blind(fig, shown: Shown, width: float, legend: Legend) -> None:
         for ax in (by_k, at_k):
             if realized_level(ax, realized_row, run):
                 legend.line("realized", look.REALIZED)
-        k_axis_of(by_k, [r for p in mine for r in curves[(run, p)]])
+        look.k_axis(by_k, k_max([r for p in mine for r in curves[(run, p)]]))
         n = run_n(shown, run)
         look.share_axis(by_k, f"reached within k (% of {n})")
         _picks(at_k, [summary[p] for p in mine if p in summary], run, legend)
@@ -247,7 +243,7 @@ def draw_blind(fig, shown: Shown, width: float, legend: Legend) -> None:
         if len(shown.runs) > 1:
             by_k.set_title(names[i])
             at_k.set_title(names[i])
-    _common_entries(legend, control=True, band_label="95% Wilson interval")
+    _curve_entries(legend)
 
 
 def _picks(ax, rows: list[dict[str, Any]], run: int, legend: Legend) -> None:
@@ -276,10 +272,10 @@ def _shift(ax, points: float):
 
 
 def _retained(row: dict[str, Any]) -> str:
-    """retained as people read it: "+14%", "+14% [3, 25]", or "–" where the gap is not positive."""
+    """retained as people read it: "+14%", "+14%\n[3, 25]", or "– (no gap)" where the gap is not positive."""
     v = row.get("retained")
     if not is_number(v):
-        return "–"
+        return "– (no gap)"
     out = f"{100 * v:+.0f}%".replace("-", "−")
     lo, hi = row.get("retained_lo"), row.get("retained_hi")
     if is_number(lo) and is_number(hi):
@@ -379,7 +375,7 @@ def draw_passk(fig, shown: Shown, width: float, legend: Legend) -> None:
         look.share_axis(ax, "pass@k (unbiased estimator)")
         if len(probes) > 1:
             ax.set_title(probe)
-    _common_entries(legend, control=True, band_label="95% Wilson interval")
+    _curve_entries(legend)
 
 
 DRAW = {"reach": draw_reach, "blind": draw_blind, "mlp-scan": draw_mlp, "compare": draw_compare,
@@ -396,10 +392,10 @@ def wrap(text: str, width_in: float, size: float) -> str:
 def draw(shown: Shown, *, width: float = look.WIDTHS["column"], title: str | None = None,
          style: dict[str, Any] | None = None):
     """The matplotlib Figure of `shown`, `width` inches wide (on the Agg canvas, never a display)."""
-    matplotlib, Figure = _mpl()
+    matplotlib, Figure = need_matplotlib()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    with _context(matplotlib, style):
+    with rc_context(matplotlib, style):
         fig = Figure(layout="constrained")
         FigureCanvasAgg(fig)
         legend = Legend()
@@ -422,7 +418,8 @@ def draw(shown: Shown, *, width: float = look.WIDTHS["column"], title: str | Non
     return fig
 
 
-def _context(matplotlib, style: dict[str, Any] | None):
+def rc_context(matplotlib, style: dict[str, Any] | None):
+    """reachtui's look, a --style file's settings over it, then what stays fixed (`look.rc_layers`)."""
     from contextlib import ExitStack
 
     stack = ExitStack()

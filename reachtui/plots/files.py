@@ -20,8 +20,7 @@ from typing import Any
 
 from reachtui import __version__
 from reachtui.errors import ReachError
-from reachtui.plots import look
-from reachtui.plots.draw import KEY, _context, _mpl
+from reachtui.plots.draw import KEY, need_matplotlib, rc_context
 
 FIGURE_FORMATS = ("pdf", "png", "svg")
 #: The PNG text chunks that carry the plotted data and the provenance.
@@ -111,7 +110,7 @@ def document_title(fig) -> str:
 
 def render(fig, fmt: str, *, dpi: int = 300) -> bytes:
     """The figure as a PDF, PNG or SVG file's bytes, with its data, provenance and title inside."""
-    matplotlib, _Figure = _mpl()
+    matplotlib, _Figure = need_matplotlib()
     if fmt not in FIGURE_FORMATS:
         raise ReachError(f"unknown figure format {fmt!r}; choose one of {', '.join(FIGURE_FORMATS)}")
     data = json.dumps(plotted(fig), ensure_ascii=True, allow_nan=False, separators=(",", ":"))
@@ -125,9 +124,7 @@ def render(fig, fmt: str, *, dpi: int = 300) -> bytes:
         "png": {"Title": title, PNG_DATA: data, PNG_PROVENANCE: "\n".join(lines), "Software": creator},
     }[fmt]
     buf = io.BytesIO()
-    with _context(matplotlib, fig.reachtui_style):
+    with rc_context(matplotlib, fig.reachtui_style):
         fig.savefig(buf, format=fmt, dpi=dpi, metadata=metadata)
     return buf.getvalue()
 
-
-__all__ = ["FIGURE_FORMATS", "PNG_DATA", "PNG_PROVENANCE", "plotted", "provenance", "render", "look"]
