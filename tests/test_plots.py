@@ -260,7 +260,7 @@ def test_each_figure_file_carries_the_exports_numbers_and_its_provenance(audit, 
     summary = {r["run"]: r for r in export_json(store, "summary", a, b)}
     for fmt in FORMATS:
         out = root / f"{kind}.{fmt}"
-        res = plot(store, kind, *runs, "-o", str(out))
+        res = plot(store, kind, *runs, "-o", str(out), "--dpi", "72")
         assert res.exit_code == 0, res.output
         assert res.stdout == ""
         data = embedded(out)
@@ -592,7 +592,7 @@ def test_a_style_file_applies_and_a_bad_one_is_one_line(audit, tmp_path):
 def test_plot_all_writes_the_set(audit, tmp_path):
     _root, store, a, b = audit
     code, out, err = run_main(["plot", "all", str(a), str(b), "-o", str(tmp_path / "figs"), "--format", "png",
-                               "--caption", "--store", str(store)])
+                               "--dpi", "50", "--caption", "--store", str(store)])
     assert code == 0, err
     names = ["reach", "blind", "mlp-scan", "compare", "passk"]
     assert sorted(p.name for p in (tmp_path / "figs").iterdir()) == sorted(f"{k}.png" for k in names)
@@ -603,9 +603,10 @@ def test_plot_all_writes_the_set(audit, tmp_path):
     for k in names:
         data = embedded(tmp_path / "figs" / f"{k}.png")
         assert data["figure"] == k and [r["run"] for r in data["runs"]] == [a, b]
-    code, out, err = run_main(["plot", "all", str(a), "-o", str(tmp_path / "one"), "--store", str(store)])
+    code, out, err = run_main(["plot", "all", str(a), "-o", str(tmp_path / "one"), "--format", "svg",
+                               "--store", str(store)])
     assert code == 0 and out == ""
-    assert sorted(p.name for p in (tmp_path / "one").iterdir()) == sorted(f"{k}.pdf" for k in names if k != "compare")
+    assert sorted(p.name for p in (tmp_path / "one").iterdir()) == sorted(f"{k}.svg" for k in names if k != "compare")
 
 
 def test_plot_all_skips_what_a_run_lacks_and_says_so(tmp_path):
@@ -685,8 +686,8 @@ def test_files_are_byte_stable(audit):
     root, store, a, _b = audit
     for fmt in FORMATS:
         one, two = root / f"s1.{fmt}", root / f"s2.{fmt}"
-        assert plot(store, "blind", str(a), "-o", str(one)).exit_code == 0
-        assert plot(store, "blind", str(a), "-o", str(two)).exit_code == 0
+        assert plot(store, "blind", str(a), "-o", str(one), "--dpi", "72").exit_code == 0
+        assert plot(store, "blind", str(a), "-o", str(two), "--dpi", "72").exit_code == 0
         assert one.read_bytes() == two.read_bytes(), fmt
 
 
@@ -724,6 +725,6 @@ def test_without_matplotlib_the_command_says_which_extra(audit, monkeypatch):
 
 def test_plotting_imports_no_torch_or_textual(audit):
     root, store, a, _b = audit
-    argv = ["plot", "all", str(a), "-o", str(root / "mods"), "--store", str(store)]
+    argv = ["plot", "all", str(a), "-o", str(root / "mods"), "--format", "svg", "--store", str(store)]
     assert libraries_loaded_by(argv, {"torch", "transformers", "textual"}) == []
-    assert (root / "mods" / "reach.pdf").exists()
+    assert (root / "mods" / "reach.svg").exists()

@@ -74,12 +74,11 @@ class Legend:
                                          linestyle=glyph.line if line is None else line, linewidth=width,
                                          markersize=4, markerfacecolor="white" if hollow else glyph.colour)
 
-    def band(self, label: str, colour: str, hatch: str, *, fill: bool = False) -> None:
+    def band(self, label: str, colour: str, hatch: str) -> None:
         from matplotlib.patches import Patch
 
         if label not in self.entries:
-            self.entries[label] = (Patch(facecolor=colour, alpha=0.18, linewidth=0) if fill else
-                                   Patch(facecolor="none", edgecolor=colour, hatch=hatch, linewidth=0))
+            self.entries[label] = Patch(facecolor="none", edgecolor=colour, hatch=hatch, linewidth=0)
 
     def place(self, fig) -> int:
         """Below the panels, in as many columns as fit the figure's width; the number of rows it takes."""
@@ -160,19 +159,23 @@ def realized_level(ax, row: dict[str, Any] | None, run: int) -> bool:
 
 
 def errorbar(ax, x: float, y: float, lo: float, hi: float, glyph: look.Glyph, *, dodge: float = 0.0,
-             hollow: bool = False, size: float = 4.5, **key):
+             size: float = 4.5, **key):
     """One point with its interval, shifted `dodge` points sideways on the page (its data unmoved)."""
-    from matplotlib.transforms import ScaledTranslation
-
-    shift = ax.transData + ScaledTranslation(dodge / 72, 0, ax.figure.dpi_scale_trans)
     y, lo, hi = floats([y, lo, hi])
     bars = ax.errorbar([x], [y], yerr=None if math.isnan(lo) or math.isnan(hi) else [[y - lo], [hi - y]],
-                       fmt=glyph.marker, color=glyph.colour, markerfacecolor="white" if hollow else glyph.colour,
-                       markersize=size, capsize=2.5, elinewidth=0.9, capthick=0.9, transform=shift, zorder=3)
+                       fmt=glyph.marker, color=glyph.colour, markersize=size, capsize=2.5, elinewidth=0.9,
+                       capthick=0.9, transform=ax.transData + _shift(ax, dodge), zorder=3)
     tag(bars.lines[0], **key)
     if bars.lines[2]:
         tag(bars.lines[2][0], **{**key, "column": f"{key['column']}_lo,{key['column']}_hi"})
     return bars
+
+
+def _shift(ax, points: float):
+    """A sideways move of `points` on the page: two series at one x drawn apart, their data unmoved."""
+    from matplotlib.transforms import ScaledTranslation
+
+    return ScaledTranslation(points / 72, 0, ax.figure.dpi_scale_trans)
 
 
 def k_max(rows: Sequence[dict[str, Any]]) -> int:
@@ -263,12 +266,6 @@ def _picks(ax, rows: list[dict[str, Any]], run: int, legend: Legend) -> None:
     ax.set_xticks(range(len(rows)), [f"{r['probe']}\nK = {r['budget']}" for r in rows])
     ax.set_xlim(-0.6, len(rows) - 0.4)
     ax.tick_params(axis="x", length=0)
-
-
-def _shift(ax, points: float):
-    from matplotlib.transforms import ScaledTranslation
-
-    return ScaledTranslation(points / 72, 0, ax.figure.dpi_scale_trans)
 
 
 def _retained(row: dict[str, Any]) -> str:
