@@ -130,7 +130,7 @@ def svg_texts(path) -> tuple[tuple[float, float], list[dict]]:
         if not (t.text or "").strip():
             continue
         style = dict(p.strip().split(": ", 1) for p in t.get("style").split(";") if ": " in p)
-        pt = float(style["font-size"].removesuffix("px"))
+        pt = float(re.search(r"([\d.]+)px", style.get("font-size") or style["font"]).group(1))   # 3.8: font: 7px ...
         transform = t.get("transform", "")
         if t.get("x") is not None:
             x, y = float(t.get("x")), float(t.get("y"))

@@ -102,53 +102,21 @@ def plot(kind, runs, output, store_path, probes, fmt, width, title, caption, sty
       reachtui plot all base tuned -o figs/ --format png
     """
     from reachtui import plots
-    from reachtui.output import check_output, write_output_bytes
+    from reachtui.output import write_output_bytes
 
     name = kind.strip().lower()
-    if not output.strip():
-        raise ReachError("-o needs a " + ("folder (-o figs/)" if name == ALL else "file: FILE.pdf, .png or .svg"))
-    if name != ALL:
-        plots.check_kind(name, runs or ("latest",))
-    if allow_unmatched and name not in ("compare", ALL):
-        raise ReachError("--allow-unmatched is for plot compare")
-    if name == ALL and title is not None:
-        raise ReachError("--title names one figure; plot all draws several (draw each with plot KIND --title)")
-    if name == ALL and len(runs) > 2:
-        raise ReachError("plot all takes one run, or two (A, B: compare is drawn too)")
+    _check_request(name, runs, output, title, allow_unmatched)
     store = store_path_of(store_path)
     inches = plots.parse_width(width)
     look = plots.style_rc(style) if style is not None else None
-    if name == ALL:
-        folder = _folder(output)
-        fmt = _format(fmt or "pdf")
-        kinds = plots.KINDS if len(runs) == 2 else plots.ONE_RUN_KINDS
-        targets = {k: str(folder / f"{k}.{fmt}") for k in kinds}
-    else:
-        check_output(output, store)
-        targets = {name: output}
-        fmt = figure_format(output, fmt)
+    targets, fmt = _targets(name, runs, output, fmt, store)
     with open_store(store_path) as s:
-        run_ids = list(dict.fromkeys(s.resolve_run(r) for r in (runs or ("latest",))))
-        if name == "compare" and len(run_ids) != 2:
-            raise ReachError("plot compare needs two different runs")
-        drawn, skipped = {}, {}
-        for k in targets:
-            if k == "compare" and len(run_ids) != 2:
-                skipped[k] = "needs two different runs"
-                continue
-            try:
-                drawn[k] = plots.figure_tables(s, k, run_ids, probes=probes, allow_unmatched=allow_unmatched,
-                                               bootstrap=bootstrap, seed=bootstrap_seed)
-            except plots.NothingToDraw as exc:
-                if name != ALL:
-                    raise
-                skipped[k] = str(exc)
-    if not drawn:
-        raise ReachError("nothing to draw: " + "; ".join(f"{k}: {why}" for k, why in skipped.items()))
+        drawn, skipped = _figure_tables(s, name, runs, targets, probes=probes, allow_unmatched=allow_unmatched,
+                                        bootstrap=bootstrap, seed=bootstrap_seed)
     files = {k: plots.render(plots.draw(shown, width=inches, title=title, style=look), fmt, dpi=dpi)
              for k, shown in drawn.items()}
-    if name == ALL and not folder.exists():
-        os.mkdir(folder)
+    if name == ALL and not Path(output).expanduser().exists():
+        os.mkdir(Path(output).expanduser())
     for k, data in files.items():
         write_output_bytes(targets[k], data, store)
     for w in dict.fromkeys(w for shown in drawn.values() for w in shown.warnings):
@@ -162,3 +130,58 @@ def plot(kind, runs, output, store_path, probes, fmt, width, title, caption, sty
             if name == ALL:
                 click.echo(f"% {targets[k]}")
             click.echo(plots.caption(shown))
+
+
+def _check_request(name: str, runs, output: str, title: str | None, allow_unmatched: bool) -> None:
+    """What can be refused before the store is opened: the kind, the runs it takes, -o, the options."""
+    from reachtui import plots
+
+    if not output.strip():
+        raise ReachError("-o needs a " + ("folder (-o figs/)" if name == ALL else "file: FILE.pdf, .png or .svg"))
+    if name != ALL:
+        plots.check_kind(name, runs or ("latest",))
+    if allow_unmatched and name not in ("compare", ALL):
+        raise ReachError("--allow-unmatched is for plot compare")
+    if name == ALL and title is not None:
+        raise ReachError("--title names one figure; plot all draws several (draw each with plot KIND --title)")
+    if name == ALL and len(runs) > 2:
+        raise ReachError("plot all takes one run, or two (A, B: compare is drawn too)")
+
+
+def _targets(name: str, runs, output: str, fmt: str | None, store: Path) -> tuple[dict[str, str], str]:
+    """{figure kind: the file it is written to}, and the format: -o itself, or for `all` one file per kind
+    in the -o folder (compare only with two runs)."""
+    from reachtui import plots
+    from reachtui.output import check_output
+
+    if name != ALL:
+        check_output(output, store)
+        return {name: output}, figure_format(output, fmt)
+    folder = _folder(output)
+    fmt = _format(fmt or "pdf")
+    kinds = plots.KINDS if len(runs) == 2 else plots.ONE_RUN_KINDS
+    return {k: str(folder / f"{k}.{fmt}") for k in kinds}, fmt
+
+
+def _figure_tables(store, name: str, runs, targets: dict[str, str], **options) -> tuple[dict, dict[str, str]]:
+    """({kind: its Shown}, {kind: why it is skipped}): `all` skips a figure the runs have nothing for and
+    says why; a single figure refuses it."""
+    from reachtui import plots
+
+    run_ids = list(dict.fromkeys(store.resolve_run(r) for r in (runs or ("latest",))))
+    if name == "compare" and len(run_ids) != 2:
+        raise ReachError("plot compare needs two different runs")
+    drawn, skipped = {}, {}
+    for k in targets:
+        if k == "compare" and len(run_ids) != 2:
+            skipped[k] = "needs two different runs"
+            continue
+        try:
+            drawn[k] = plots.figure_tables(store, k, run_ids, **options)
+        except plots.NothingToDraw as exc:
+            if name != ALL:
+                raise
+            skipped[k] = str(exc)
+    if not drawn:
+        raise ReachError("nothing to draw: " + "; ".join(f"{k}: {why}" for k, why in skipped.items()))
+    return drawn, skipped
