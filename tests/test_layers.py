@@ -48,7 +48,7 @@ def copy_of_the_package(tmp_path: Path) -> Path:
     ("store.py", "import torch",
      ["torch, transformers and their kin are imported only in reachtui/model/ BROKEN", "reachtui.store -> torch"]),
     # pandas outside reachtui.api: the extras' wall
-    ("plots.py", "import pandas", ["reachtui.plots -> pandas"]),
+    ("plots/files.py", "import pandas", ["reachtui.plots.files -> pandas"]),
 ])
 def test_a_forbidden_import_breaks_its_contract(tmp_path, module, added, says):
     copy = copy_of_the_package(tmp_path)

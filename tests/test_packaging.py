@@ -40,5 +40,5 @@ def test_the_wheel_carries_the_demo(tmp_path):
                  "reachtui/bundled/examples/demo_subjects.csv",
                  "reachtui/tui/app.tcss", "reachtui/cli.py"):
         assert need in names, need
-    assert not any(n.startswith(("tests/", "store/")) or n.endswith(".svg") for n in names)
+    assert not any(n.startswith(("tests/", "store/")) or n.endswith((".svg", ".png")) for n in names)  # README art
     assert wheel.stat().st_size < 20 * 2**20      # two 7.3 MiB float32 models
