@@ -33,6 +33,20 @@ def figure_format(output: str, fmt: str | None) -> str:
     raise ReachError(f"-o {output}: {what}; a figure is a .pdf, .png or .svg file (or name it with --format)")
 
 
+def check_probes(store, run_ids: list[int], probes: tuple[str, ...]) -> None:
+    """Each --probe names a probe, one of the runs has (one line naming what they have, not an empty figure)."""
+    from reachtui.probes import registry
+    from reachtui.tables.source import run_probes
+
+    have = {run_id: run_probes(store, run_id) for run_id in run_ids}
+    for probe in probes:
+        if not registry.is_reach(probe):
+            raise ReachError(f"--probe {probe!r}: not a probe a figure shows (the reach probes: {', '.join(registry.names())})")
+        if not any(probe in mine for mine in have.values()):
+            runs = "; ".join(f"run {r}: {', '.join(mine) or 'none'}" for r, mine in have.items())
+            raise ReachError(f"--probe {probe}: no run plotted has attempts of it (probes {runs})")
+
+
 @click.command("plot")
 @click.argument("kind", metavar="KIND")
 @click.argument("runs", nargs=-1, metavar="[RUN]...")
@@ -83,6 +97,7 @@ def plot(kind, runs, output, store_path, probes, fmt, dpi, allow_unmatched, boot
         run_ids = list(dict.fromkeys(store.resolve_run(r) for r in runs))
         if name == "compare" and len(run_ids) != 2:
             raise ReachError("plot compare needs two different runs")
+        check_probes(store, run_ids, probes)
         shown = plots.figure_tables(store, name, run_ids, probes=probes, allow_unmatched=allow_unmatched,
                                     bootstrap=bootstrap, seed=bootstrap_seed)
     data = plots.render(plots.draw(shown), fmt, dpi=dpi)
