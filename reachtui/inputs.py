@@ -128,7 +128,7 @@ def _refusal_of(st: os.stat_result, kind: InputKind, *, folder: bool = False) ->
     if not stat.S_ISREG(st.st_mode):
         return f"is {_kind_of(st.st_mode)}, not a regular file (a pipe or a device may never end)"
     if kind.limit is not None and st.st_size > kind.limit:
-        return f"{size_text(st.st_size)} is more than {kind.what} may hold ({size_text(kind.limit)})"
+        return f"{st.st_size:,} bytes is more than {kind.what} may hold ({size_text(kind.limit)})"
     return None
 
 

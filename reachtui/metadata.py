@@ -19,7 +19,7 @@ is, anything else as JSON (`true`, `1`, `3.5`, `1000000000000000000000000000000`
 On read (`table_columns`) the same rules are applied to what a store holds (a task an older reachtui stored,
 or the keys of several runs together): names made distinct with `_2`, `_3`, values typed as above, a value
 past MAX_VALUE cut with a mark, keys past MAX_COLUMNS left out with a note. The app shows a value as
-`shown_value` writes it, and filters by its value and its type (`same_value`: `1` is not `true`).
+`shown_value` writes it, and filters by its value and its kind (`same_value`: `1` is not `true`).
 """
 
 from __future__ import annotations
@@ -180,6 +180,17 @@ def shown_value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
+def value_kind(value: Any) -> str:
+    """What a metadata value is, for comparing: bool, number, text, null or other (`True == 1` in Python)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "text" if isinstance(value, str) else "other"
+
+
 def same_value(a: Any, b: Any) -> bool:
-    """Equal as metadata: the same value of the same type (`1` is not `true`, nor `1.0`, nor `"1"`)."""
-    return type(a) is type(b) and a == b
+    """Equal as metadata: of the same kind and equal (`1` is `1.0`, but not `true`, nor `"1"`)."""
+    return value_kind(a) == value_kind(b) and a == b

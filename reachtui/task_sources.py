@@ -166,7 +166,7 @@ def read_parquet(path: Path, shown: str) -> Source:
                 raise ReachError(f"{shown}: the file names the column {short_name(twice, 60)!r} twice: which one "
                                  f"holds the field would be a guess; rename one")
             if size > TASK.limit:
-                raise ReachError(f"{shown}: its rows take {size_text(size)} once read, more than a task may hold "
+                raise ReachError(f"{shown}: its rows take {size:,} bytes once read, more than a task may hold "
                                  f"({size_text(TASK.limit)})")
             rows = source.read().to_pylist()
         except ReachError:
@@ -219,7 +219,7 @@ def read_saved_dataset(path: Path, shown: str) -> Source:
         if not file.is_dir():
             total += check_input(file, TASK, f"{shown}: {file.relative_to(path)}").stat().st_size
     if total > TASK.limit:
-        raise ReachError(f"{shown}: its files hold {size_text(total)}, more than a task may hold "
+        raise ReachError(f"{shown}: its files hold {total:,} bytes, more than a task may hold "
                          f"({size_text(TASK.limit)})")
     datasets = _import_datasets()
     try:

@@ -41,7 +41,8 @@ def check_probes(store, run_ids: list[int], probes: tuple[str, ...]) -> None:
     have = {run_id: run_probes(store, run_id) for run_id in run_ids}
     for probe in probes:
         if not registry.is_reach(probe):
-            raise ReachError(f"--probe {probe!r}: not a probe a figure shows (the reach probes: {', '.join(registry.names())})")
+            raise ReachError(f"--probe {probe!r}: not a probe a figure shows (the reach probes: "
+                             f"{', '.join(registry.names())})")
         if not any(probe in mine for mine in have.values()):
             runs = "; ".join(f"run {r}: {', '.join(mine) or 'none'}" for r, mine in have.items())
             raise ReachError(f"--probe {probe}: no run plotted has attempts of it (probes {runs})")

@@ -14,7 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from reachtui.errors import ReachError
-from reachtui.metadata import same_value
+from reachtui.metadata import same_value, value_kind
 from reachtui.tui.actions import bindings
 from reachtui.tui.intervention import LayerEditor
 from reachtui.tui.state import Counters, Filter, QRow, apply_filter, counters
@@ -176,11 +176,11 @@ class MainScreen(Screen):
     def meta_values(self, most: int = 100) -> dict[str, list[Any]]:
         """Per metadata key, its distinct values (first seen first), for keys with at most `most` of them:
         what the palette offers as `filter: KEY = VALUE`."""
-        values: dict[str, dict[tuple[type, Any], Any]] = {}      # by type too: 1, 1.0 and true are three values
+        values: dict[str, dict[tuple[str, Any], Any]] = {}      # by kind too: 1 and true are two values
         for meta in self.question_meta().values():
             for key, value in meta.items():
                 if isinstance(value, (str, int, float, bool)) or value is None:
-                    values.setdefault(key, {})[(type(value), value)] = value
+                    values.setdefault(key, {}).setdefault((value_kind(value), value), value)
         return {k: list(v.values()) for k, v in values.items() if len(v) <= most}
 
     def set_meta_filter(self, key: str, value: Any) -> None:
