@@ -17,7 +17,8 @@ without either, a record with `answerKey` reads as arc, one with `problem` and n
   ARC's `{"text": [...], "label": [...]}` choices take the gold as one of their labels (`answerKey`).
 - MATH (preset math): `problem` is the question and the gold is the last `\boxed{…}` of `solution`.
 - Every other field is the question's metadata (subject, level, ...): stored with it, shown and filtered
-  by in the app, and `meta_<key>` columns of the questions table (`export --where "meta_subject = 'x'"`).
+  by in the app, and `meta_<key>` columns of the questions table (`export --where "meta_subject = 'x'"`);
+  checked and typed as `reachtui.metadata` says (distinct column names, bounded, one kind per key).
 
 Anything malformed fails the whole load with `file:line: what is wrong` (ReachError; the record number
 for formats without lines): the audit must never run on half a task. An `id` may not hold control characters (a newline or a NUL would make one id read as
