@@ -45,7 +45,7 @@ GiB = 1 << 30
 
 TASK = InputKind("--task", "a task file", GiB)                   # held in memory, stored whole
 GENERATIONS = InputKind("FILE", "a file of generations", GiB)     # as a gzip import's inflated limit
-INSPECT_LOG = InputKind("FILE", "an Inspect log", 4 * GiB)        # an .eval log is read sample by sample
+INSPECT_LOG = InputKind("FILE", "an .eval log", 4 * GiB)         # read sample by sample (a .json log: GENERATIONS)
 PROTOCOL = InputKind("--protocol", "a protocol file", 16 * MiB)   # its template and examples go in every prompt
 FEWSHOT = InputKind("--fewshot", "a few-shot file", 16 * MiB)     # every example goes in every prompt
 KEYMAP = InputKind("--keymap", "a keymap", MiB)                   # a line per binding

@@ -145,8 +145,8 @@ def import_file(path: str | Path, task_spec: str | None, *, fmt: str | None = No
     from reachtui.inputs import GENERATIONS, INSPECT_LOG, check_input
     from reachtui.tasks import check_gold, check_name, load_task
 
-    inspect = fmt == "inspect" or (fmt is None and str(path).endswith(".eval"))
-    path = check_input(path, INSPECT_LOG if inspect else GENERATIONS)   # before the task: never a pipe or device
+    streamed = str(path).endswith(".eval")     # an .eval log is read sample by sample; the rest held whole
+    path = check_input(path, INSPECT_LOG if streamed else GENERATIONS)   # before the task: no pipe, no device
     if model is not None:
         check_name(model, "--model")
     if fmt is not None and fmt not in IMPORT_FORMATS:
