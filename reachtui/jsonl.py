@@ -7,7 +7,8 @@ escape, an integer of more digits than Python converts, nesting deeper than the 
 A byte-order mark at the start is allowed; a gzip file (by its .gz suffix or its magic bytes) is read
 through gzip unless the caller says otherwise, streamed line by line and refused past `MAX_INFLATED` bytes
 (a small file that inflates to gigabytes is one line, not an exhausted memory); no line may be longer than
-`MAX_LINE` bytes.
+`MAX_LINE` bytes. The file itself is checked and bounded by `reachtui.inputs` (a regular file, at most its
+kind's size) before anything is read.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from reachtui.errors import ReachError
-from reachtui.parsing import json_value, unreadable
+from reachtui.inputs import GENERATIONS, InputKind, open_input, read_input, unreadable
+from reachtui.parsing import json_value
 
 #: The most bytes a compressed file may inflate to (an lm-eval log of 1,319 questions x 64 samples is
 #: about 50 MB uncompressed), and the longest line of any file (decoded and parsed, a line takes about three
@@ -30,14 +32,10 @@ MAX_LINE = 64 << 20
 _CHUNK = 1 << 20
 
 
-def read_bytes(path: Path, shown: str | None = None) -> bytes:
-    """The file's bytes; a missing file, a folder or a read error is one line naming `shown` (the path
-    as the user gave it, default `path`)."""
-    shown = str(path) if shown is None else shown
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise unreadable(exc, shown) from None
+def read_bytes(path: Path, shown: str | None = None, kind: InputKind = GENERATIONS) -> bytes:
+    """The file's bytes (a regular file, at most `kind`'s limit: `reachtui.inputs`); a missing file, a folder,
+    a pipe or a device, a read error is one line naming `shown` (the path as the user gave it, default `path`)."""
+    return read_input(path, kind, shown)
 
 
 def _breaks(data: bytes) -> int:
@@ -82,11 +80,11 @@ def _lines(chunks: Iterable[bytes], shown: str) -> Iterator[tuple[int, bytes]]:
         yield count + 1, tail
 
 
-def _inflated(source: Path | io.BytesIO, shown: str) -> Iterator[bytes]:
-    """The gzip data of `source` (a path or the bytes) in chunks, at most MAX_INFLATED bytes of it."""
+def _inflated(source, shown: str) -> Iterator[bytes]:
+    """The gzip data of `source` (an open binary file or the bytes) in chunks, at most MAX_INFLATED bytes."""
     total = 0
     try:
-        with gzip.open(source, "rb") as fh:
+        with gzip.GzipFile(fileobj=source, mode="rb") as fh:
             while chunk := fh.read(_CHUNK):
                 total += len(chunk)
                 if total > MAX_INFLATED:
@@ -97,11 +95,10 @@ def _inflated(source: Path | io.BytesIO, shown: str) -> Iterator[bytes]:
         raise ReachError(f"{shown}: not a readable gzip file: {exc}") from None
 
 
-def _read_chunks(path: Path, shown: str) -> Iterator[bytes]:
+def _read_chunks(fh, shown: str) -> Iterator[bytes]:
     try:
-        with open(path, "rb") as fh:
-            while chunk := fh.read(_CHUNK):
-                yield chunk
+        while chunk := fh.read(_CHUNK):
+            yield chunk
     except OSError as exc:
         raise unreadable(exc, shown) from None
 
@@ -141,22 +138,19 @@ def _is_text(obj) -> bool:
     return True
 
 
-def _is_gzip(path: Path, shown: str) -> bool:
-    if shown.endswith(".gz") or str(path).endswith(".gz"):
-        return True
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(2) == b"\x1f\x8b"
-    except OSError as exc:
-        raise unreadable(exc, shown) from None
-
-
-def objects(path: Path, shown: str | None = None, *, gz: bool = True) -> Iterator[tuple[int, dict]]:
-    """(line number, object) of each non-blank line of the file at `path` (see `parse`), read as a stream:
-    a caller that stops early (the first record) reads no more of it."""
+def objects(path: Path, shown: str | None = None, *, gz: bool = True,
+            kind: InputKind = GENERATIONS) -> Iterator[tuple[int, dict]]:
+    """(line number, object) of each non-blank line of the file at `path` (see `parse`; a regular file, at
+    most `kind`'s limit: `reachtui.inputs`), read as a stream: a caller that stops early (the first record)
+    reads no more of it."""
     path = Path(path)
     shown = str(path) if shown is None else shown
-    if gz and _is_gzip(path, shown):
-        yield from _objects(_lines(_inflated(path, shown), shown), shown)
-        return
-    yield from _objects(_lines(_read_chunks(path, shown), shown), shown)
+    with open_input(path, kind, shown) as fh:
+        try:
+            head = fh.peek(2)[:2] if gz and not (shown.endswith(".gz") or str(path).endswith(".gz")) else b""
+        except OSError as exc:
+            raise unreadable(exc, shown) from None
+        if gz and (head == b"\x1f\x8b" or shown.endswith(".gz") or str(path).endswith(".gz")):
+            yield from _objects(_lines(_inflated(fh, shown), shown), shown)
+            return
+        yield from _objects(_lines(_read_chunks(fh, shown), shown), shown)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reachtui.errors import EnvironmentFault, ReachError, os_fault
+from reachtui.inputs import short_name, too_long
 
 #: The files beside an SQLite store that are part of it (its write-ahead log, shared memory, rollback
 #: journal) and the run lock reachtui keeps beside it (`reachtui.store.RUN_LOCK_SUFFIX`).
@@ -77,7 +78,11 @@ def _own_stream(st: os.stat_result) -> str | None:
 def check_output(path: str, store: str | os.PathLike | None = None) -> Output:
     """The -o file `path` checked before any work: refused (one line) when it is the audit `store` or one
     of its companions, another SQLite database, a folder, a block device or a socket, when its folder is
-    missing, or when the folder cannot be written (exit status 3)."""
+    missing, or when the folder cannot be written (exit status 3). An empty name names no file."""
+    if not str(path).strip():
+        raise ReachError("-o '': the name is empty (give the file to write, or leave -o out for stdout)")
+    if (long := too_long(path)) is not None:
+        raise ReachError(f"-o {short_name(path)}: cannot be used as the output: {long}")
     given = Path(path).expanduser()
     try:
         st = os.stat(given)                  # what the path names now, symlinks followed

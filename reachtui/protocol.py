@@ -486,9 +486,10 @@ def _fewshot(raw: Any) -> tuple[tuple[str, str], ...]:
 def load_protocol_file(path) -> Protocol:
     """A protocol from TOML with `to_dict()`'s keys: top-level settings, `[route_sampler]`, `[mcts]`, `[control]`,
     `[[probes]]` tables, `fewshot = [["q", "a"], ...]` (or `[[fewshot]]` with question/answer)."""
+    from reachtui.inputs import PROTOCOL, short_name
     from reachtui.parsing import toml_file
 
-    data = toml_file(path, str(path), missing="no such protocol file")
+    data = toml_file(path, short_name(str(path)), kind=PROTOCOL, missing="no such protocol file")
     try:
         return Protocol.from_dict(data)
     except ReachError as exc:

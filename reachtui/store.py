@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reachtui.errors import DamagedStore, EnvironmentFault, ReachError, os_fault, sqlite_fault
+from reachtui.inputs import short_name, too_long
 from reachtui.store_outcomes import OutcomeQueries
 from reachtui.store_queries import StoreQueries
 from reachtui.store_schema import (ATTEMPT_COLUMNS, FINISHED_STATUSES, NOW, RUN_SOURCES, RUN_STATUSES,
@@ -88,6 +89,8 @@ class Store(StoreQueries, OutcomeQueries):
         global LAST_OPENED
         self.path = Path(path) if path is not None else default_store_path()
         self.readonly = readonly
+        if (long := too_long(self.path)) is not None:
+            raise ReachError(f"audit store {short_name(str(self.path))}: {long}")
         LAST_OPENED = self.path
         if readonly and not self.path.exists():
             raise ReachError(f"no audit store at {self.path}")

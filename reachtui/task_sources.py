@@ -22,12 +22,14 @@ import csv
 import hashlib
 import io
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from reachtui import jsonl
 from reachtui.errors import ReachError, first_line
+from reachtui.inputs import TASK, check_input, open_input, short_name, size_text, too_long
 
 #: The task sources, as `--task` help and errors name them.
 KINDS = "a JSONL, CSV or parquet file, a `datasets` folder (save_to_disk), hf:NAME[:CONFIG][:SPLIT] or demo"
@@ -46,9 +48,9 @@ def read_source(spec: str, *, allow_download: bool = False) -> Source:
     """The records of the task source `spec` (see the module's docstring)."""
     if spec.startswith("hf:"):
         return read_hf(spec, allow_download=allow_download)
-    path = Path(spec).expanduser()
-    if not path.exists():
+    if spec.strip() and not os.path.lexists(os.path.expanduser(spec)) and not too_long(spec):
         raise ReachError(f"{spec}: no such task file or folder (give {KINDS})")
+    path = check_input(spec, TASK, folder=True)      # a regular file or a folder, never a pipe or a device
     if path.is_dir():
         return read_saved_dataset(path, spec)
     suffix = path.suffix.lower()
@@ -65,42 +67,112 @@ def canonical(records: list[tuple[int, dict]]) -> bytes:
 
 
 def read_jsonl(path: Path, shown: str) -> Source:
-    data = jsonl.read_bytes(path, shown)
+    data = jsonl.read_bytes(path, shown, TASK)
     records = list(jsonl.parse(data, shown, gz=False))
     return Source(path.stem, str(path.resolve()), data, records, by_bytes=True)
 
 
+class _Numbered:
+    """The lines of a text, counted as the CSV reader takes them (so an error names its own line)."""
+
+    def __init__(self, text: str) -> None:
+        self._lines = io.StringIO(text, newline="")
+        self.n = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> str:
+        line = next(self._lines)
+        self.n += 1
+        return line
+
+
 def read_csv(path: Path, shown: str) -> Source:
-    """A header row, then one record per row (every cell text); a row with more cells than the header is
-    refused, an empty cell is absent."""
-    data = jsonl.read_bytes(path, shown)
+    """A header row, then one record per row (every cell text), numbered by the line the row ends on. Refused:
+    a header naming a column twice, a cell under a column the header leaves unnamed, a row with more cells
+    than the header, a quote never closed, a cell past the CSV reader's size limit. An empty cell is absent."""
+    data = jsonl.read_bytes(path, shown, TASK)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise ReachError(f"{shown}: not UTF-8 text") from None
-    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
-    records = []
+    lines = _Numbered(text)
+    reader = csv.reader(lines, delimiter="\t" if path.suffix.lower() == ".tsv" else ",", strict=True)
+    records: list[tuple[int, dict]] = []
+    header: list[str] | None = None
+    start = 1
     try:
         for row in reader:
-            if None in row:
-                raise ReachError(f"{shown}:{reader.line_num}: more cells than the header has columns")
-            records.append((reader.line_num, {k: v for k, v in row.items() if v is not None and v != ""}))
+            if header is None:
+                header = row
+                _check_header(header, shown, lines.n)
+            elif row:
+                records.append((lines.n, _csv_record(header, row, shown, lines.n)))
+            start = lines.n + 1
     except csv.Error as exc:
-        raise ReachError(f"{shown}:{reader.line_num}: not readable as CSV ({exc})") from None
-    if reader.fieldnames is None:
+        if "unexpected end of data" in str(exc):
+            raise ReachError(f"{shown}:{start}: a quoted cell that starts on this line is never closed (a \" "
+                             f"missing)") from None
+        if "field larger than field limit" in str(exc):
+            raise ReachError(f"{shown}:{lines.n}: a cell longer than {csv.field_size_limit():,} characters, the "
+                             f"CSV reader's limit (a JSONL task has none)") from None
+        raise ReachError(f"{shown}:{lines.n}: not readable as CSV ({exc})") from None
+    if header is None:
         raise ReachError(f"{shown}: the file is empty (a CSV task needs a header row and one row per question)")
     return Source(path.stem, str(path.resolve()), canonical(records), records)
 
 
+def _check_header(header: list[str], shown: str, line: int) -> None:
+    """A header names each column once (else which cell is the field would be a guess)."""
+    first: dict[str, int] = {}
+    for i, name in enumerate(header, start=1):
+        if name == "":
+            continue
+        if name in first:
+            raise ReachError(f"{shown}:{line}: the header names the column {short_name(name, 60)!r} twice (columns "
+                             f"{first[name]} and {i}): which one holds the field would be a guess; rename one")
+        first[name] = i
+
+
+def _csv_record(header: list[str], row: list[str], shown: str, line: int) -> dict:
+    """A row as a record: its non-empty cells under their header names."""
+    if len(row) > len(header):
+        raise ReachError(f"{shown}:{line}: more cells than the header has columns")
+    record = {}
+    for i, (name, value) in enumerate(zip(header, row), start=1):
+        if value == "":
+            continue
+        if name == "":
+            raise ReachError(f"{shown}:{line}: a cell in column {i}, which the header leaves without a name")
+        record[name] = value
+    return record
+
+
 def read_parquet(path: Path, shown: str) -> Source:
+    """One record per row; a file naming a column twice, or whose rows take more than a task file may hold
+    once read (`inputs.TASK`), is refused."""
     try:
         import pyarrow.parquet as pq
     except ImportError:
         raise ReachError("reading a parquet task needs pyarrow: pip install 'reachtui[parquet]'") from None
-    try:
-        rows = pq.read_table(path).to_pylist()
-    except Exception as exc:  # OSError, or pyarrow's own kinds (ArrowInvalid, ...) on a file it cannot read
-        raise ReachError(f"{shown}: not a readable parquet file ({first_line(exc, 160)})") from None
+    with open_input(path, TASK, shown) as fh:
+        try:
+            source = pq.ParquetFile(fh)
+            names = source.schema_arrow.names
+            size = sum(source.metadata.row_group(i).total_byte_size for i in range(source.metadata.num_row_groups))
+            twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+            if twice is not None:
+                raise ReachError(f"{shown}: the file names the column {short_name(twice, 60)!r} twice: which one "
+                                 f"holds the field would be a guess; rename one")
+            if size > TASK.limit:
+                raise ReachError(f"{shown}: its rows take {size:,} bytes once read, more than a task may hold "
+                                 f"({size_text(TASK.limit)})")
+            rows = source.read().to_pylist()
+        except ReachError:
+            raise
+        except Exception as exc:  # OSError, or pyarrow's own kinds (ArrowInvalid, ...) on a file it cannot read
+            raise ReachError(f"{shown}: not a readable parquet file ({first_line(exc, 160)})") from None
     records = list(enumerate(rows, start=1))
     return Source(path.stem, str(path.resolve()), canonical(records), records)
 
@@ -137,17 +209,44 @@ def _dataset_records(ds) -> list[tuple[int, dict]]:
 
 
 def read_saved_dataset(path: Path, shown: str) -> Source:
-    """A folder written by `Dataset.save_to_disk` or `DatasetDict.save_to_disk`."""
+    """A folder written by `Dataset.save_to_disk` or `DatasetDict.save_to_disk`: regular files only (a pipe in
+    it would block the reader), at most a task's limit in all (`inputs.TASK`)."""
     if not any((path / f).is_file() for f in ("dataset_info.json", "state.json", "dataset_dict.json")):
         raise ReachError(f"{shown}: not a file, nor a folder written by datasets' save_to_disk (no state.json "
                          f"or dataset_dict.json); give {KINDS}")
+    total = 0
+    for file in sorted(path.rglob("*")):
+        if not file.is_dir():
+            total += check_input(file, TASK, f"{shown}: {file.relative_to(path)}").stat().st_size
+    if total > TASK.limit:
+        raise ReachError(f"{shown}: its files hold {total:,} bytes, more than a task may hold "
+                         f"({size_text(TASK.limit)})")
     datasets = _import_datasets()
     try:
         data = datasets.load_from_disk(str(path))
     except Exception as exc:   # datasets raises many kinds on a folder it cannot read
+        empty = _empty_part(path)
+        if empty is not None:
+            what = "the dataset" if empty == "" else f"its split {empty!r}"
+            raise ReachError(f"{shown}: {what} has no rows (saved with 0 rows, which datasets cannot read back), "
+                             f"so there are no questions") from None
         raise ReachError(f"{shown}: not a readable datasets folder ({first_line(exc, 160)})") from None
     records = _dataset_records(_one_split(data, shown, None))
     return Source(path.name, str(path.resolve()), canonical(records), records)
+
+
+def _empty_part(path: Path) -> str | None:
+    """The saved Dataset in `path` ("") or the split of a saved DatasetDict (its name) that has no data files,
+    as one saved with 0 rows has (`load_from_disk` fails on it with an IndexError); None if none."""
+    from reachtui.parsing import json_file
+
+    for state in [path / "state.json", *sorted(path.glob("*/state.json"))]:
+        try:
+            if state.is_file() and json_file(state, "{why}", TASK).get("_data_files") == []:
+                return "" if state.parent == path else state.parent.name
+        except (ReachError, AttributeError):
+            continue
+    return None
 
 
 @contextlib.contextmanager

@@ -17,7 +17,8 @@ without either, a record with `answerKey` reads as arc, one with `problem` and n
   ARC's `{"text": [...], "label": [...]}` choices take the gold as one of their labels (`answerKey`).
 - MATH (preset math): `problem` is the question and the gold is the last `\boxed{…}` of `solution`.
 - Every other field is the question's metadata (subject, level, ...): stored with it, shown and filtered
-  by in the app, and `meta_<key>` columns of the questions table (`export --where "meta_subject = 'x'"`).
+  by in the app, and `meta_<key>` columns of the questions table (`export --where "meta_subject = 'x'"`);
+  checked and typed as `reachtui.metadata` says (distinct column names, bounded, one kind per key).
 
 Anything malformed fails the whole load with `file:line: what is wrong` (ReachError; the record number
 for formats without lines): the audit must never run on half a task. An `id` may not hold control characters (a newline or a NUL would make one id read as
@@ -36,6 +37,7 @@ import unicodedata
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from reachtui import metadata
 from reachtui.errors import ReachError
 
 LETTERS = string.ascii_uppercase
@@ -128,6 +130,7 @@ class Task:
     sha256: str  # of the file bytes
     questions: tuple[Question, ...]
     named: bool = False  # the name was given (--task-name): the store takes it even for a task it knows
+    shown: str | None = dataclasses.field(default=None, compare=False)  # as the user named it (errors say it)
 
     def __len__(self) -> int:
         return len(self.questions)
@@ -185,10 +188,21 @@ def task_from_records(records, *, name: str, path: str, fingerprint: bytes, show
         questions.append(q)
     if not questions:
         raise ReachError(f"{shown}: the task file has no questions")
+    questions = _typed_meta(questions, shown)
     digest = hashlib.sha256(fingerprint)
     if not (fixed_fingerprint and mapping.describe() == FieldMap().describe()):
         digest.update(b"\0" + mapping.describe().encode())
-    return Task(name=name, path=path, sha256=digest.hexdigest(), questions=tuple(questions))
+    return Task(name=name, path=path, sha256=digest.hexdigest(), questions=tuple(questions), shown=shown)
+
+
+def _typed_meta(questions: list[Question], shown: str) -> list[Question]:
+    """The questions with their metadata checked and typed as `reachtui.metadata` says (one column per key,
+    each of one kind every export holds); a key or value no export could hold is one line."""
+    if not any(q.meta for q in questions):
+        return questions
+    metadata.check_task([(f"{shown}:{q.line}", q.metadata) for q in questions], shown)
+    typed = metadata.typed([q.metadata for q in questions])
+    return [q if tuple(t.items()) == q.meta else replace(q, meta=tuple(t.items())) for q, t in zip(questions, typed)]
 
 
 def _text(value, field: str, where: str) -> str:
@@ -199,7 +213,7 @@ def _text(value, field: str, where: str) -> str:
     if isinstance(value, (int, float)):
         from reachtui.grading import normalize_number
 
-        value = normalize_number(repr(value)) or repr(value)
+        value = normalize_number(repr(value)) or _scientific(repr(value)) or repr(value)
     if not value.strip():
         raise ReachError(f"{where}: '{field}' is empty")
     return value
@@ -283,9 +297,14 @@ def check_gold(task: Task, fmt: str, choices: int | None = None) -> None:
     from reachtui.grading import normalize_number
 
     for q in task.questions:
-        where = f"{task.path}:{q.line}" if q.line is not None else f"task {task.name}, question {q.id}"
+        where = f"{task.shown or task.path}:{q.line}" if q.line is not None else f"task {task.name}, question {q.id}"
         gold = q.answer
         if fmt == "number" and normalize_number(gold) is None:
+            if (plain := _scientific(gold)) is not None:
+                raise ReachError(f"{where}: the gold answer {_short(gold)} of question {q.id} is in scientific "
+                                 f"notation, which the number answer format does not read (in an answer, "
+                                 f"{_short(gold)} reads as {normalize_number(gold.split('e')[0].split('E')[0])}): "
+                                 f"write it as {plain}")
             raise ReachError(f"{where}: the gold answer {_short(gold)} of question {q.id} is not a number, so the "
                              f"number answer format can never grade it correct (use --answer-format exact or "
                              f"math, or fix the answer)")
@@ -295,6 +314,21 @@ def check_gold(task: Task, fmt: str, choices: int | None = None) -> None:
             if len(letter) != 1 or letter not in LETTERS[:limit]:
                 raise ReachError(f"{where}: the gold answer {_short(gold)} of question {q.id} is not one of the "
                                  f"option letters A-{LETTERS[limit - 1]}")
+
+
+def _scientific(text: str) -> str | None:
+    """The plain decimal of a finite number written in scientific notation ("1e3" -> "1000"), else None.
+    (A JSON number 1e3 is read as 1000 already; text, as a CSV cell is, stays as written.)"""
+    import re
+
+    from reachtui.grading import normalize_number
+
+    from decimal import Decimal
+
+    t = text.strip()
+    if not re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d{1,3}", t) or not math.isfinite(float(t)):
+        return None
+    return normalize_number(format(Decimal(t), "f"))
 
 
 def _short(text: str) -> str:

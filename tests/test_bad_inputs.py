@@ -229,7 +229,7 @@ CASES = [
      False),
     ("open-keymap-unknown-id", ["open", "--store", S, "--keymap", "{keys_unknown.toml}"], 2,
      "unknown binding id", None, False),
-    ("open-keymap-missing", ["open", "--store", S, "--keymap", "{nope.toml}"], 2, "cannot read", None, False),
+    ("open-keymap-missing", ["open", "--store", S, "--keymap", "{nope.toml}"], 2, "no such file", None, False),
     ("open-store-missing", ["open", "--store", "{nope.sqlite}"], 2, "no audit store", None, False),
     ("open-store-damaged", ["open", "--store", "{damaged.sqlite}"], 3, "is damaged", None, False),
     ("open-store-not-sqlite", ["open", "--store", "{junk.sqlite}"], 2, "not an SQLite database", None, False),

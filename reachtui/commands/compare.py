@@ -52,7 +52,7 @@ def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec, k
     from reachtui.tables.parquet import PARQUET
 
     explicit = fmt is not None
-    if output:      # a file that must never be written (the store) is named first, before its suffix
+    if output is not None:      # a file that must never be written (the store) is named first, before its suffix
         check_output(output, store_path_of(store_path))
     fmt = pick_format(fmt, output, {}) if (explicit or output) else "table"
     store = open_store(store_path)

@@ -255,7 +255,7 @@ def export(table_name, run_args, runs, store_path, fmt, as_csv, as_tsv, as_json,
         raise ReachError(f"unknown table {table_name!r}; choose one of {', '.join(T.TABLES + (INSPECT,))}")
     if probe is not None:
         raise ReachError("--probe is for `reachtui export inspect`")
-    if output:      # a file that must never be written (the store) is named first, before its suffix
+    if output is not None:      # a file that must never be written (the store) is named first, before its suffix
         check_output(output, store_path_of(store_path))
     spec = T.registry.get(name)
     fmt = pick_format(fmt, output, {"csv": as_csv, "tsv": as_tsv, "json": as_json, "ndjson": as_nl,
@@ -298,7 +298,7 @@ def _export_inspect(runs: tuple[str, ...], store_path: str | None, output: str |
 
     if len(runs) > 1:
         raise ReachError("export inspect writes one run: give one RUN")
-    if not output:
+    if output is None:
         raise ReachError("export inspect writes a file: -o FILE.eval (or FILE.json)")
     check_output(output, store_path_of(store_path))
     check_log_path(output)

@@ -109,7 +109,7 @@ def prepare(model, task_spec, task_name, task_fields, store_path, run_id, probes
     launch_kw = dict(device=device, dtype=dtype, device_map=device_map, offload_folder=offload_folder,
                      trust_remote_code=trust_remote_code, allow_download=allow_download, allow_pickle=allow_pickle,
                      allow_missing_weights=allow_missing_weights)
-    keymap = read_keymap(keymap_file) if keymap_file else None
+    keymap = read_keymap(keymap_file) if keymap_file is not None else None
     if compare is not None:
         if model is not None:
             raise ReachError("--compare browses two stored runs: give no MODEL")
@@ -181,9 +181,10 @@ def check_browsable(path: Path, run_id: int | None, *, check: bool = True) -> bo
 
 def read_keymap(path: str) -> dict[str, str]:
     """`binding.id = "key"` lines (TOML); unknown ids are refused with the list of known ones."""
+    from reachtui.inputs import KEYMAP, short_name
     from reachtui.parsing import toml_file
 
-    raw = toml_file(path, f"--keymap {path}")
+    raw = toml_file(path, f"--keymap {short_name(path)}", kind=KEYMAP)
     flat: dict[str, str] = {}
     from reachtui.tui.actions import binding_ids, canonical_keys, keymap_clash
 

@@ -196,8 +196,21 @@ def task_option(*, default: str | None = None, note: str = "", required: bool | 
     return lambda command: options(bundle(command))
 
 
+def _store_given(ctx, param, value: str | None) -> str | None:
+    """An empty --store names no file (it would read as "not given": the default store); a name no file system
+    holds is one line here, before any command looks at it."""
+    from reachtui.inputs import short_name, too_long
+
+    if value is not None and not value.strip():
+        raise ReachError("--store '': the name is empty (give the audit store's file, or leave --store out for "
+                         "$REACHTUI_STORE or ./store/reachtui.sqlite)")
+    if value is not None and (long := too_long(value)) is not None:
+        raise ReachError(f"--store {short_name(value)}: {long}")
+    return value
+
+
 #: --store, the one declaration every command shares (the store itself says what is wrong with a path).
-store_option = click.option("--store", "store_path", metavar="PATH", default=None,
+store_option = click.option("--store", "store_path", metavar="PATH", default=None, callback=_store_given,
                             help="Audit store [default: $REACHTUI_STORE or ./store/reachtui.sqlite].")
 
 batch_size_option = click.option(
@@ -309,18 +322,18 @@ def deployment_of(options: Mapping[str, Any]) -> dict:
 
 def read_fewshot(path: str) -> tuple[tuple[str, str], ...]:
     """--fewshot FILE: one JSON object a line with a text `question` and `answer` (other fields ignored)."""
-    from pathlib import Path
-
+    from reachtui.inputs import FEWSHOT, check_input, short_name
     from reachtui.jsonl import objects
 
+    shown = f"--fewshot {short_name(path)}"
     pairs = []
-    for n, row in objects(Path(path), f"--fewshot {path}"):
+    for n, row in objects(check_input(path, FEWSHOT, shown), shown, kind=FEWSHOT):
         q, a = row.get("question"), row.get("answer")
         if not (isinstance(q, str) and isinstance(a, str)):
-            raise ReachError(f"--fewshot {path}: line {n}: needs a text question and answer")
+            raise ReachError(f"{shown}: line {n}: needs a text question and answer")
         pairs.append((q, a))
     if not pairs:
-        raise ReachError(f"--fewshot {path}: no examples in it")
+        raise ReachError(f"{shown}: no examples in it")
     return tuple(pairs)
 
 
@@ -332,7 +345,7 @@ def protocol_of(protocol_file: str | None, *, probes: str | None = None, budget:
     from reachtui.presets import load_protocol
     from reachtui.protocol import Protocol, protocol_from_options
 
-    base = load_protocol(protocol_file) if protocol_file else Protocol()
+    base = load_protocol(protocol_file) if protocol_file is not None else Protocol()
     return protocol_from_options(base, probes=probes, budget=budget, temperature=temperature, seed=seed,
                                  max_new_tokens=max_new_tokens, **(deployed or {}))
 

@@ -53,7 +53,7 @@ def build_protocol(protocol_path: str | None, answer_format: str | None, task, b
                    rule: str | None = None):
     from reachtui.protocol import Protocol, ProbeSpec, load_protocol_file
 
-    if protocol_path:
+    if protocol_path is not None:
         proto = load_protocol_file(protocol_path)
         if answer_format is not None and answer_format != proto.answer_format:
             raise ReachError(f"--answer-format {answer_format} differs from the protocol file's "
@@ -142,16 +142,19 @@ def import_file(path: str | Path, task_spec: str | None, *, fmt: str | None = No
     lm-eval row's doc and target or an Inspect sample's input and target), then write one complete run in one
     transaction."""
     from reachtui.grading import FORMATS as ANSWER_FORMATS
+    from reachtui.inputs import GENERATIONS, INSPECT_LOG, check_input
     from reachtui.tasks import check_gold, check_name, load_task
 
-    path = Path(path)
+    streamed = str(path).endswith(".eval")     # an .eval log is read sample by sample; the rest held whole
+    path = check_input(path, INSPECT_LOG if streamed else GENERATIONS)   # before the task: no pipe, no device
     if model is not None:
         check_name(model, "--model")
     if fmt is not None and fmt not in IMPORT_FORMATS:
         raise ReachError(f"unknown import format {fmt!r}; choose one of {', '.join(IMPORT_FORMATS)}")
     if answer_format is not None and answer_format not in ANSWER_FORMATS:
         raise ReachError(f"unknown answer format {answer_format!r}; choose one of {', '.join(ANSWER_FORMATS)}")
-    task = load_task(task_spec, task_name, task_fields, allow_download=allow_download) if task_spec else None
+    task = load_task(task_spec, task_name, task_fields, allow_download=allow_download) if task_spec is not None \
+        else None
     fmt = fmt or detect_format(path)
     if task is None:
         if task_name is not None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from reachtui.assets import BUNDLED_MODELS
 from reachtui.errors import ReachError, first_line
+from reachtui.inputs import DEVICE_MAP, MODEL_WEIGHTS, NAME_MAX, refusal, short_name, too_long
 from reachtui.parsing import json_file
 
 _HF_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
@@ -114,11 +115,16 @@ def split_revision(spec: str) -> tuple[str, str | None]:
 def with_revision(spec: str, revision: str | None) -> str:
     """MODEL with `--revision` joined as `ID@REVISION` (the one spec every loader, worker and run name
     takes); refused for what has no revisions: a bundled model, a directory, an adapter."""
+    if (long := too_long(spec)) is not None:
+        raise ReachError(f"model {short_name(spec)!r}: not a directory nor a Hugging Face id ({long})")
     if revision is None:
         return spec
     revision = revision.strip()
     if not revision or any(c.isspace() for c in revision) or "@" in revision or revision.startswith("/"):
-        raise ReachError(f"--revision {revision!r}: give a branch, tag or commit hash")
+        raise ReachError(f"--revision {short_name(revision)!r}: give a branch, tag or commit hash")
+    if too_long(f"{spec}@{revision}") is not None:    # ID@REV is looked for as a path first
+        raise ReachError(f"--revision {short_name(revision)}: a name of {len(revision.encode())} bytes is no "
+                         f"branch, tag or commit hash (with the model's name, at most {NAME_MAX} bytes)")
     if spec in BUNDLED_MODELS or Path(spec).expanduser().exists():
         raise ReachError(f"--revision {revision}: {spec!r} is not a Hugging Face id (a bundled model or a "
                          f"directory has no revisions)")
@@ -202,6 +208,8 @@ def check_loadable(spec: str, *, allow_download: bool = False, allow_pickle: boo
     (`check_layers`), and for an adapter its weights (`check_adapter_weights`) and peft (`check_peft`).
     (its directory, the adapter or None)."""
     path, adapter = _resolve(spec, allow_download)
+    for folder in (path, adapter.path if adapter is not None else None):
+        check_files(folder, spec)
     check_weights(path, spec, allow_pickle)
     if allow_missing_weights is not None:
         check_layers(path, spec, allow_missing_weights)
@@ -227,6 +235,17 @@ def _adapter_base(adapter, allow_download: bool) -> Path:
 #: The weight files from_pretrained loads that are pickles (loading one can run code), and the safe format.
 PICKLE_WEIGHTS = ("pytorch_model*.bin",)
 SAFE_WEIGHTS = "*.safetensors"
+
+
+def check_files(path: Path | None, spec: str) -> None:
+    """Every file of a model's (or an adapter's) folder is a regular file, or a link to one (the Hugging Face
+    cache links to its blobs): transformers would block for ever on a FIFO in it (`reachtui.inputs`)."""
+    if path is None or not path.is_dir():
+        return
+    for file in sorted(path.iterdir()):
+        why = None if file.is_dir() else refusal(file, MODEL_WEIGHTS)
+        if why is not None and why != "no such file":       # a dangling link is left to the loader
+            raise ReachError(f"model {short_name(spec)}: {file.name}: {why}")
 
 
 def check_weights(path: Path, spec: str, allow_pickle: bool = False) -> None:
@@ -399,7 +418,10 @@ def check_device_map(device_map, device: str, offload_folder) -> str | dict | No
 
     A string is a strategy (auto, balanced, balanced_low_0, sequential) or the path of a JSON file holding
     {module name: device}. accelerate must be importable. No torch here."""
-    if device_map is None or (isinstance(device_map, str) and device_map.strip().lower() in ("", "none")):
+    if isinstance(device_map, str) and not device_map.strip():
+        raise ReachError(f"--device-map '': the name is empty (use {'|'.join(DEVICE_MAPS)}, none, or a JSON file of "
+                         "module name -> device)")
+    if device_map is None or (isinstance(device_map, str) and device_map.strip().lower() == "none"):
         if offload_folder:
             raise ReachError("--offload-folder only applies with --device-map")
         return None
@@ -411,8 +433,9 @@ def check_device_map(device_map, device: str, offload_folder) -> str | dict | No
         text = device_map.strip()
         if text.lower() in DEVICE_MAPS:
             device_map = text.lower()
-        elif text.lower().endswith(".json") or Path(text).expanduser().exists():
-            device_map = json_file(Path(text).expanduser(), f"device map file {text}: cannot be read ({{why}})")
+        elif text.lower().endswith(".json") or os.path.lexists(os.path.expanduser(text)):
+            device_map = json_file(Path(text).expanduser(), f"device map file {short_name(text)}: cannot be read "
+                                                            f"({{why}})", DEVICE_MAP)
             if not isinstance(device_map, dict):
                 raise ReachError(f"device map file {text} must be a JSON object of module name -> device")
         else:

@@ -33,11 +33,18 @@ def preset_description(name: str) -> str:
 def load_protocol(spec: str):
     """`--protocol SPEC`: a TOML file (a path that exists, or ends in .toml, or has a folder in it), else a
     preset's name; one line listing the presets for a name that is neither."""
+    import os
+
     from reachtui.protocol import load_protocol_file
 
     text = str(spec)
-    if Path(text).expanduser().exists() or text.endswith(".toml") or "/" in text or "\\" in text:
+    if not text.strip():
+        raise ReachError(f"--protocol '': the name is empty (give a TOML protocol file or a preset: "
+                         f"{', '.join(preset_names())})")
+    if os.path.lexists(os.path.expanduser(text)) or text.endswith(".toml") or "/" in text or "\\" in text:
         return load_protocol_file(text)
     if text in preset_names():
         return load_protocol_file(preset_path(text))
-    raise ReachError(f"--protocol {text}: no such file, and no such preset (presets: {', '.join(preset_names())})")
+    from reachtui.inputs import short_name
+
+    raise ReachError(f"--protocol {short_name(text)}: no such file, and no such preset (presets: {', '.join(preset_names())})")

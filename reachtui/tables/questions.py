@@ -4,9 +4,9 @@ probe reachable, first hit, hits, distinct answers and the chance control) and t
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
+from reachtui.metadata import table_columns
 from reachtui.probes import registry
 from reachtui.tables.source import column_suffix, controls, run_probes, runs_label
 from reachtui.tables.table import Column, Table
@@ -51,6 +51,7 @@ def questions_table(store, run_ids: Sequence[int]) -> Table:
     rows: list[tuple] = []
     metas = {run_id: store.question_meta(run_id) for run_id in run_ids}
     keys = meta_keys(m for run in metas.values() for m in run.values())
+    row_metas: list[dict] = []
     for run_id, _info, rc in controls(store, run_ids):
         cells = [rc.probe(p) for p in probes]
         questions = store.question_rows(run_id)
@@ -66,12 +67,15 @@ def questions_table(store, run_ids: Sequence[int]) -> Table:
             for cell in mine:
                 out += [None, None, None] if cell is None else \
                     [cell.hits, cell.distinct, cell.control_hits > 0 if partner is not None else None]
-            mine = meta.get(q, {})
-            out += [_cell(mine.get(k)) for k in keys]
             rows.append(tuple(out))
+            row_metas.append(meta.get(q, {}))
+    # the metadata columns by reachtui.metadata's rules, whatever the store holds (an older version's task,
+    # the keys of several runs): distinct names, one kind per column, bounded values and count
+    meta_cols, meta_cells, notes = table_columns(keys, row_metas)
+    rows = [row + cells for row, cells in zip(rows, meta_cells)]
     title = "Questions: realized, reachable and first hit per probe, chance control" + runs_label(run_ids)
-    columns = _question_columns(probes) + _meta_columns(keys, [row[-len(keys):] for row in rows] if keys else [])
-    return Table("questions", title, columns, rows)
+    columns = _question_columns(probes) + [Column(name, kind) for name, kind in meta_cols]
+    return Table("questions", title, columns, rows, notes=notes)
 
 
 def meta_keys(metas) -> list[str]:
@@ -80,32 +84,6 @@ def meta_keys(metas) -> list[str]:
     for m in metas:
         keys.update(dict.fromkeys(m))
     return list(keys)
-
-
-def meta_column(key: str) -> str:
-    """A metadata key as its column name: `meta_` and the key, non-word characters as `_` (subject ->
-    meta_subject, "sub-field" -> meta_sub_field), so `export --where "meta_subject = 'algebra'"` reads it."""
-    return "meta_" + re.sub(r"\W", "_", key)
-
-
-def _cell(value):
-    return value if value is None or isinstance(value, (str, int, float)) else str(value)
-
-
-def _meta_columns(keys: list[str], cells: list[tuple]) -> list[Column]:
-    """One column per metadata key, typed by its values: int, float or bool when every value is one."""
-    out = []
-    for i, key in enumerate(keys):
-        values = [c[i] for c in cells if c[i] is not None]
-        kind = "text"
-        if values and all(isinstance(v, bool) for v in values):
-            kind = "bool"
-        elif values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-            kind = "int"
-        elif values and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-            kind = "float"
-        out.append(Column(meta_column(key), kind))
-    return out
 
 
 def attempts_table(store, run_ids: Sequence[int]) -> Table:

@@ -127,7 +127,6 @@ def select(
         idx = [names.index(c.name) for c in cols]
         return replace(table, columns=cols, rows=[tuple(r[i] for i in idx) for r in table.rows])
     con = sqlite3.connect(":memory:")
-    con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 16 << 20)
     deadline = float("inf")
     con.set_progress_handler(lambda: time.monotonic() > deadline, 10_000)   # true: interrupt the query
     try:
@@ -138,6 +137,8 @@ def select(
             "INSERT INTO t VALUES (" + ", ".join("?" * (len(names) + 1)) + ")",
             [tuple(_sql_value(v) for v in row) + (i,) for i, row in enumerate(table.rows)],
         )
+        # a value the user's SQL makes is at most 16 MB (set after the copy: a row of many values may be larger)
+        con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 16 << 20)
         sql = "SELECT " + ", ".join(_quote(c.name) for c in cols) + " FROM t"
         if where:
             sql += f" WHERE ({where})"

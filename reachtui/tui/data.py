@@ -48,16 +48,17 @@ class RunInfo:
         return printable(f"run {self.id} · {self.model} · {self.task} · {self.protocol_hash[:8]} · {self.status}")
 
 
-def printable(value: Any) -> Any:
+def printable(value: Any, *, one_line: bool = False) -> Any:
     """`value` as the app shows it: a model's output, a question or an id from a file may carry escape
     sequences, CRs or bidi overrides that would move the cursor, recolour or reorder the screen; each shows
     as a visible sign instead (`tables.formats.shown`, what the terminal tables print; CRLF as a newline).
-    Anything but a string is returned as it is."""
+    `one_line`: a newline and a tab as signs too (a metadata key or value in a title). Anything but a string
+    is returned as it is."""
     if not isinstance(value, str):
         return value
     from reachtui.tables.formats import shown
 
-    return shown(value.replace("\r\n", "\n"))
+    return shown(value.replace("\r\n", "\n"), one_line=one_line)
 
 
 def printable_row(row: dict[str, Any] | None) -> dict[str, Any] | None:

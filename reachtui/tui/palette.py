@@ -11,6 +11,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from reachtui.tables.registry import TABLE_SPECS
 from reachtui.tui.actions import ACTIONS
+from reachtui.tui.state import meta_text
 
 Command = tuple[str, Callable[[], object], str]
 
@@ -37,8 +38,8 @@ def palette_commands(app) -> list[Command]:
         add("run: stop the audit", app.stop_audit, "after the current batch; the run stays resumable")
     for key, values in main.meta_values().items():
         for value in values:
-            add(f"filter: {key} = {value}", partial(main.set_meta_filter, key, value),
-                f"the questions whose {key} is {value} (the task's metadata)")
+            add(f"filter: {meta_text(key, value)}", partial(main.set_meta_filter, key, value),
+                "the questions with this value (the task's metadata)")
     if app.last_exploration is not None:
         add(f"filter: changed by exploration #{app.last_exploration}",
             partial(main.show_changed, app.last_exploration), "the questions it repaired or broke")

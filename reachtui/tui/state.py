@@ -51,12 +51,22 @@ class Filter:
         elif self.kind == "changed":
             text = f"changed by {self.probe}"
         elif self.kind == "meta":
-            text = f"{self.probe} = {self.value}"
+            text = meta_text(self.probe, self.value)
         else:
             text = names[self.kind]
         if self.search:
             text += f" · search “{self.search}”"
         return text
+
+
+def meta_text(key: str, value: object) -> str:
+    """`KEY = VALUE` as the app writes a metadata filter (palette, status line): one line whatever the key and
+    the value hold (a newline, an escape sequence: shown as visible signs), the value as
+    `metadata.shown_value` writes it (`"1"` the text, `1` the number, `true`)."""
+    from reachtui.metadata import shown_value
+    from reachtui.tables.formats import shown
+
+    return shown(f"{key} = {shown_value(value)}", one_line=True)
 
 
 def apply_filter(rows: list[QRow], probes: tuple[str, ...], flt: Filter, *,

@@ -14,6 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from reachtui.errors import ReachError
+from reachtui.metadata import same_value, value_kind
 from reachtui.tui.actions import bindings
 from reachtui.tui.intervention import LayerEditor
 from reachtui.tui.state import Counters, Filter, QRow, apply_filter, counters
@@ -100,7 +101,7 @@ class MainScreen(Screen):
             members = self.changed
         elif self.filter.kind == "meta":
             members = {key for key, meta in self.question_meta().items()
-                       if meta.get(self.filter.probe, _ABSENT) == self.filter.value}
+                       if same_value(meta.get(self.filter.probe, _ABSENT), self.filter.value)}
         else:
             members = self.members_of(self.filter.probe) if self.filter.kind == "failure" else None
         return apply_filter(self.app.all_rows, run.probes, self.filter, members=members, found=self.found)
@@ -175,12 +176,12 @@ class MainScreen(Screen):
     def meta_values(self, most: int = 100) -> dict[str, list[Any]]:
         """Per metadata key, its distinct values (first seen first), for keys with at most `most` of them:
         what the palette offers as `filter: KEY = VALUE`."""
-        values: dict[str, dict[Any, None]] = {}
+        values: dict[str, dict[tuple[str, Any], Any]] = {}      # by kind too: 1 and true are two values
         for meta in self.question_meta().values():
             for key, value in meta.items():
                 if isinstance(value, (str, int, float, bool)) or value is None:
-                    values.setdefault(key, {})[value] = None
-        return {k: list(v) for k, v in values.items() if len(v) <= most}
+                    values.setdefault(key, {}).setdefault((value_kind(value), value), value)
+        return {k: list(v.values()) for k, v in values.items() if len(v) <= most}
 
     def set_meta_filter(self, key: str, value: Any) -> None:
         """Show the questions whose metadata `key` is `value`."""

@@ -9,6 +9,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Collapsible, ProgressBar, Static
 
+from reachtui.metadata import shown_value
 from reachtui.outcomes import gap
 from reachtui.tables.formats import human_value
 from reachtui.tui.data import RunInfo, printable, printable_row
@@ -158,9 +159,9 @@ class DetailPane(VerticalScroll):
             title.append(f"{question['qid']}", style="bold")
             title.append("  gold ", style="dim")
             title.append(str(question["gold"]), style="bold green")
-            for key, value in (question.get("meta") or {}).items():     # the task's other columns
-                title.append(f"  {key} ", style="dim")
-                text = printable(str(value))
+            for key, value in (question.get("meta") or {}).items():     # the task's other columns, one line each
+                title.append(f"  {printable(key, one_line=True)} ", style="dim")
+                text = printable(shown_value(value), one_line=True)
                 title.append(text if len(text) <= 60 else text[:59] + "…")
             self.query_one("#detail-title", Static).update(title)
             self.query_one("#detail-question", Static).update(Text(question["question"]))
