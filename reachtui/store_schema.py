@@ -62,6 +62,14 @@ Version 6 adds questions.meta: the task's other columns of a question (subject, 
 when it has none), which the questions table shows as `meta_<key>` columns, the app in its detail and its
 filters. Readers read version 2-5 stores as they are (their questions have no metadata).
 
+Version 7 adds the questions a run leaves out because their prompts do not fit the model's positions
+(`--skip-long`: `reachtui.engine.fits`), with the prompt's tokens (NULL: over by its characters alone, not
+tokenized); they are not in run_questions, and every table says how many there are:
+
+    skipped_questions(run_id->runs, question_id->questions, prompt_tokens, PK(run_id, question_id))
+
+Readers read version 2-6 stores as they are (their runs left nothing out).
+
 A store is checked when it is opened (`check_shape`, a few milliseconds): the tables, columns and triggers
 its version must have (`SHAPE`) and a version from 1 to SCHEMA_VERSION; a writer also checks its foreign
 keys (`check_references`: a row whose run, question or task is not there, left by a delete made with
@@ -82,7 +90,7 @@ from reachtui.errors import DamagedStore, ReachError
 if TYPE_CHECKING:
     from sqlite_utils import Database
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 #: A reader opens stores from this version on without migrating them (later versions add indexes and drop
 #: columns no reader reads).
 READABLE_FROM = 2
@@ -228,6 +236,15 @@ ALTER TABLE questions ADD COLUMN meta TEXT;
 """
 
 
+_SCHEMA_V7 = """
+CREATE TABLE skipped_questions (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    question_id INTEGER NOT NULL REFERENCES questions(id),
+    prompt_tokens INTEGER,
+    PRIMARY KEY (run_id, question_id)) WITHOUT ROWID;
+"""
+
+
 def _statements(sql: str) -> Callable[[Database], None]:
     """A migration that runs each statement of `sql` in order."""
     def run(db: Database) -> None:
@@ -246,7 +263,8 @@ def _migrate_to_1(db: Database) -> None:
 
 #: version -> function bringing a store from version-1 to version (run inside one IMMEDIATE transaction).
 MIGRATIONS = {1: _migrate_to_1, 2: _statements(_SCHEMA_V2), 3: _statements(_SCHEMA_V3), 4: _statements(_SCHEMA_V4),
-              5: _statements(_SCHEMA_V5), 6: _statements(_SCHEMA_V6)}
+              5: _statements(_SCHEMA_V5), 6: _statements(_SCHEMA_V6),
+              7: _statements(_SCHEMA_V7)}
 
 _FTS = {"": (), "_data": ("id", "block"), "_idx": ("segid", "term", "pgno"), "_docsize": ("id", "sz"),
         "_config": ("k", "v")}
@@ -280,6 +298,7 @@ SHAPE: dict[int, tuple[dict[str, tuple[str, ...]], tuple[str, ...]]] = {
          "outcome_runs": ("run_id", "fold", "attempts", "last_attempt", "logprobs")},
         ("attempts_updated_outcomes", "attempts_deleted_outcomes")),
     6: ({"questions": ("meta",)}, ()),
+    7: ({"skipped_questions": ("run_id", "question_id", "prompt_tokens")}, ()),
 }
 
 

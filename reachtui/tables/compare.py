@@ -16,7 +16,7 @@ from reachtui.errors import ReachError
 from reachtui.probes import registry
 from reachtui.seeds import derive_seed
 from reachtui.stats import diff, frac, mcnemar_exact
-from reachtui.tables.source import ci_columns, probe_hits, run_info, run_probes
+from reachtui.tables.source import ci_columns, left_out_notes, probe_hits, run_info, run_probes
 from reachtui.tables.table import Column, Table
 
 CELLS = ("gained", "lost", "kept", "never")  # B vs A: gained = not in A, in B; lost = in A, not in B
@@ -252,6 +252,7 @@ def compare_runs(store, run_a: int, run_b: int, *, allow_unmatched: bool = False
     notes.insert(0, f"compared on the {len(common)} question(s) both runs have "
                     f"(run {run_a}: {len(sa)}, run {run_b}: {len(sb)})"
                  + ("" if len(common) == len(sa) == len(sb) else "; the others are left out"))
+    notes[1:1] = left_out_notes(store, [run_a, run_b] if run_a != run_b else [run_a])
     if info_a["status"] != "complete" or info_b["status"] != "complete":
         notes.append(f"run status: {run_a} {info_a['status']}, {run_b} {info_b['status']}")
 

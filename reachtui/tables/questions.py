@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 
 from reachtui.probes import registry
-from reachtui.tables.source import column_suffix, controls, run_probes, runs_label
+from reachtui.tables.source import column_suffix, controls, left_out_notes, run_probes, runs_label
 from reachtui.tables.table import Column, Table
 
 ATTEMPT_COLUMNS = [
@@ -71,7 +71,7 @@ def questions_table(store, run_ids: Sequence[int]) -> Table:
             rows.append(tuple(out))
     title = "Questions: realized, reachable and first hit per probe, chance control" + runs_label(run_ids)
     columns = _question_columns(probes) + _meta_columns(keys, [row[-len(keys):] for row in rows] if keys else [])
-    return Table("questions", title, columns, rows)
+    return Table("questions", title, columns, rows, notes=left_out_notes(store, run_ids))
 
 
 def meta_keys(metas) -> list[str]:
@@ -115,4 +115,4 @@ def attempts_table(store, run_ids: Sequence[int]) -> Table:
     for run_id in run_ids:
         rows += store.attempt_export(run_id)
     title = "Attempts" + runs_label(run_ids)
-    return Table("attempts", title, list(ATTEMPT_COLUMNS), rows, plain=True)
+    return Table("attempts", title, list(ATTEMPT_COLUMNS), rows, notes=left_out_notes(store, run_ids), plain=True)

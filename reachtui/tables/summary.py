@@ -21,7 +21,8 @@ from reachtui.stats import diff, frac, is_missing
 from reachtui.tables.budget import control_points, curve_lines, groups_of, probe_curves
 from reachtui.tables.formats import fold_intervals, human_cells, percent
 from reachtui.tables.mlp import mlp_lines
-from reachtui.tables.source import budgets, chance, ci_columns, run_info, run_notes, runs_label
+from reachtui.tables.source import (budgets, chance, ci_columns, left_out_note, left_out_notes, run_info,
+                                    run_notes, runs_label)
 from reachtui.tables.table import Column, Table, select
 
 REALIZED = registry.REALIZED.name
@@ -312,6 +313,7 @@ def summary_table(store, run_ids: Sequence[int], *, bootstrap: int = stats.DEFAU
             cells.append(dict(values, label=values["probe"] + (f", run {run_id}" if len(run_ids) > 1 else "")))
         done = {r["probe"]: r["n_attempted"] for r in got}
         notes += run_notes(info, done, got[0]["n"])
+    notes += left_out_notes(store, run_ids)
     notes += outcomes.gap_retained_notes(cells, ("retained", "retained_logprob"))
     notes.append(SUMMARY_NOTE + (f" ({bootstrap} bootstrap replicates, seed {seed})" if bootstrap > 0 else
                                  " (bootstrap off: no gap/excess/retained intervals)"))
@@ -389,4 +391,8 @@ def closing(store, run_id: int) -> tuple[Table, list[str]]:
     then `closing_lines`)."""
     rows = summary_rows(store, run_id, intervals=True)
     table = closing_table(run_id, rows)
+    skipped = store.skipped_questions(run_id)
+    if skipped:       # --skip-long: the title and a note say how many questions are not in the figures
+        table.title += f", {len(skipped)} left out (too long)"
+        table.notes.insert(1, left_out_note(run_id, rows[0]["n"], skipped))
     return table, table.notes + closing_lines(store, run_id, rows)
