@@ -20,7 +20,7 @@ from reachtui.commands import numbers
 from reachtui.commands.options import (batch_size_option, mlp_scan_flag, model_access_options, new_option,
                                        placement_options, protocol_options, set_threads, store_option, task_option,
                                        threads_option)
-from reachtui.commands.preflight import loadable, placement, prompts_fit, settings_of
+from reachtui.commands.preflight import loadable, placement, prompts_fit, question_pairs, settings_of
 from reachtui.engine.progress import DONE, FAILURE_SETS
 from reachtui.errors import ReachError
 
@@ -152,7 +152,7 @@ def audit(model, task_spec, task_name, task_fields, probes, budget, temperature,
     placement(device, device_map, offload_folder)     # before the store is touched
     settings = settings_of(locals(), explicit_scan=True)     # the options, by name
     protocol, task, mlp_scan = settings.protocol, settings.task, settings.mlp_scan
-    questions = task.questions[:limit] if limit is not None else task.questions
+    questions = question_pairs(task, limit)
 
     def model_checks():
         """The model loads, and the prompts fit it (or --skip-long names those to leave out): one line if not."""

@@ -20,7 +20,7 @@ from reachtui.commands import numbers
 from reachtui.commands.options import (batch_size_option, mlp_scan_choice, model_access_options, new_option,
                                        placement_options, protocol_options, set_threads, store_option, task_option,
                                        threads_option)
-from reachtui.commands.preflight import loadable, placement, prompts_fit, settings_of
+from reachtui.commands.preflight import loadable, placement, prompts_fit, question_pairs, settings_of
 from reachtui.errors import ReachError
 
 
@@ -144,7 +144,7 @@ def prepare(model, task_spec, task_name, task_fields, store_path, run_id, probes
     job = None
     if run_id is None:
         # prompts over the model's positions: one line now (or left out with --skip-long), not in the app
-        fit = prompts_fit(model, protocol, task.questions[:limit] if limit is not None else task.questions,
+        fit = prompts_fit(model, protocol, question_pairs(task, limit),
                           skip_long=skip_long, trust_remote_code=trust_remote_code, allow_download=allow_download)
         Store(path).close()       # the audit writes here: a read-only or damaged store is one line now
         job = make_audit_job(path, task, protocol, limit=limit, batch_size=batch_size, mlp_scan=mlp_scan,

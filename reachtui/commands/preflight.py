@@ -10,7 +10,7 @@ with the tokenizer alone and only where a prompt may not fit.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,19 +61,25 @@ def loadable(model: str, max_new_tokens: int, *, allow_download: bool, allow_pic
     check_positions(config_position_limit(model, allow_download=allow_download), max_new_tokens)
 
 
-def prompts_fit(model: str, protocol, questions, *, skip_long: bool, trust_remote_code: bool = False,
-                allow_download: bool = False):
+def prompts_fit(model: str, protocol, questions: Sequence[tuple[str, str]], *, skip_long: bool = False,
+                trust_remote_code: bool = False, allow_download: bool = False):
     """Every question's prompt against MODEL's position limit, before the model loads (`reachtui.engine.fits`):
     one line naming the over-long ones and the fixes that can work, unless `skip_long` leaves them out (the
     `PromptFit` the audit then stores with its run). The tokenizer is loaded only when a prompt needs it (a
-    chat template, a prompt not short enough to fit by its bytes). `questions`: the task's questions the run
-    takes (after --limit)."""
+    chat template, a prompt not short enough to fit by its bytes). `questions`: (question id, text) of the
+    task's questions the run takes (after --limit): `question_pairs`."""
     from reachtui.engine.fits import prompt_fit
     from reachtui.model.load import config_position_limit, load_tokenizer
 
     limit = config_position_limit(model, allow_download=allow_download)
-    fit = prompt_fit(protocol, [(str(q.id), q.question) for q in questions], limit,
+    fit = prompt_fit(protocol, list(questions), limit,
                      tokenizer=lambda: load_tokenizer(model, trust_remote_code=trust_remote_code,
                                                       allow_download=allow_download))
     fit.check(skip_long)
     return fit
+
+
+def question_pairs(task, limit: int | None) -> list[tuple[str, str]]:
+    """(question id, text) of the task's questions an audit of it takes (the first `limit`)."""
+    questions = task.questions[:limit] if limit is not None else task.questions
+    return [(str(q.id), q.question) for q in questions]

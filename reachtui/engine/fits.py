@@ -40,7 +40,7 @@ class PromptFit:
     checked, and the over-long ones as (question id, prompt tokens) in task order, the tokens None where a
     prompt is over by its characters alone (not tokenized). `longest`: the longest over-long prompt's tokens
     (a lower bound where `at_least`); `frame`: tokens of the prompt without its question (None: not
-    counted), `frame_parts` what it holds."""
+    counted), `frame_parts` what can shorten it ("": nothing)."""
 
     limit: int | None
     max_new_tokens: int
@@ -78,24 +78,29 @@ class PromptFit:
         only where some question fits, a shorter prompt around the question only where that alone would do."""
         k, n, limit = len(self.over), self.n, int(self.limit or 0)
         longest = f"{'at least ' if self.at_least else ''}{self.longest:,} tokens"
-        head = (f"{k:,} of {n:,} question{'s' if n != 1 else ''} do{'es' if k == 1 else ''} not fit the model's "
-                f"position limit of {limit:,} tokens with --max-new-tokens {self.max_new_tokens} ({self._ids()}; "
-                f"the longest prompt is {longest})")
+        if n == 1:      # one question (generate's PROMPT): its own words
+            qid = self.over[0][0]
+            head = (f"{qid if qid == 'PROMPT' else f'question id {qid}'}: the prompt is {longest}; with --max-new-tokens "
+                    f"{self.max_new_tokens} it does not fit the model's position limit of {limit:,} tokens")
+        else:
+            head = (f"{k:,} of {n:,} questions do{'es' if k == 1 else ''} not fit the model's position limit of "
+                    f"{limit:,} tokens with --max-new-tokens {self.max_new_tokens} ({self._ids()}; the longest "
+                    f"prompt is {longest})")
         fixes = []
         if not self.at_least and self.longest < limit:
-            fixes.append(f"--max-new-tokens {limit - self.longest} makes every prompt fit")
+            fixes.append(f"--max-new-tokens {limit - self.longest} makes {'every prompt' if n > 1 else 'it'} fit")
         if k < n and not skip_long:
             fixes.append(f"--skip-long audits the other {n - k:,}")
         excess = self.longest - (limit - self.max_new_tokens)
         if self.frame_parts and self.frame is None and self.at_least:      # the frame alone is over
-            fixes.append(f"a shorter prompt around the question (its {self.frame_parts})")
+            fixes.append(f"the prompt around the question is too long by itself: {self.frame_parts}")
         elif self.frame_parts and self.frame is not None and not self.at_least and self.frame >= excess:
-            fixes.append(f"a shorter prompt around the question ({self.frame:,} tokens: {self.frame_parts})")
+            fixes.append(f"the prompt around the question takes {self.frame:,} tokens: {self.frame_parts}")
         if skip_long and k == n:
             head += "; --skip-long leaves nothing to audit"
         if not fixes:
-            return f"{head}; the questions themselves are too long for this model"
-        return f"{head}; {' or '.join(fixes) if len(fixes) < 3 else ', '.join(fixes[:-1]) + ' or ' + fixes[-1]}"
+            return f"{head}; the question{'s themselves are' if n > 1 else ' itself is'} too long for this model"
+        return f"{head}; {'; or '.join(fixes)}"
 
 
 def longest_token(tokenizer: Any) -> int | None:
@@ -108,20 +113,23 @@ def longest_token(tokenizer: Any) -> int | None:
     return max((len(t) for t in vocab), default=0) or None
 
 
+#: A template's own text (less the question) from which a shorter --template is worth suggesting.
+LONG_TEMPLATE = 100
+
+
 def _frame_parts(protocol) -> str:
-    """What the prompt around the question holds, for a refusal's fix: few-shot examples, system text, template,
-    chat template."""
+    """What can shorten the prompt around the question, as a refusal's fix ("" where nothing can): fewer
+    few-shot examples, a shorter system text or (a long one) template, no chat template."""
     parts = []
     if protocol.fewshot:
-        parts.append(f"{len(protocol.fewshot):,} few-shot example{'s' if len(protocol.fewshot) != 1 else ''} "
-                     f"(--fewshot)")
+        parts.append(f"fewer --fewshot examples ({len(protocol.fewshot):,} now)")
     if protocol.system:
-        parts.append("the system text (--system)")
-    if protocol.template.replace("{question}", "").strip():
-        parts.append("the template (--template)")
+        parts.append("a shorter --system")
+    if len(protocol.template.replace("{question}", "")) > LONG_TEMPLATE:
+        parts.append("a shorter --template")
     if protocol.chat:
-        parts.append("the chat template (--no-chat)")
-    return ", ".join(parts)
+        parts.append("--no-chat")
+    return " or ".join(parts)
 
 
 def _fits_by_bytes(prompt: str, room: int) -> bool:
