@@ -183,7 +183,7 @@ def audit(model, task_spec, task_name, task_fields, probes, budget, temperature,
     if fit is None:
         fit = model_checks()
     if fit.skipped:
-        Console(stderr=True).print(shown(fit.left_out_line()), markup=False, highlight=False)
+        Console(stderr=True).print(shown(fit.left_out_line()), markup=False, highlight=False, soft_wrap=True)
 
     err = Console(stderr=True)
     t_load = time.monotonic()
