@@ -70,6 +70,11 @@ tokenized); they are not in run_questions, and every table says how many there a
 
 Readers read version 2-6 stores as they are (their runs left nothing out).
 
+Version 8 renames the models of PEFT adapter runs from `BASE+/the/adapter/path` to `BASE+FOLDER#DIGEST`
+(`reachtui.model_names`: readable, and still one model per adapter folder), so an adapter audited before
+resumes and is found by its new name. Only rows whose stored path is the path in the name are renamed;
+readers read older stores as they are (the old names).
+
 A store is checked when it is opened (`check_shape`, a few milliseconds): the tables, columns and triggers
 its version must have (`SHAPE`) and a version from 1 to SCHEMA_VERSION; a writer also checks its foreign
 keys (`check_references`: a row whose run, question or task is not there, left by a delete made with
@@ -90,7 +95,7 @@ from reachtui.errors import DamagedStore, ReachError
 if TYPE_CHECKING:
     from sqlite_utils import Database
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 #: A reader opens stores from this version on without migrating them (later versions add indexes and drop
 #: columns no reader reads).
 READABLE_FROM = 2
@@ -254,6 +259,19 @@ def _statements(sql: str) -> Callable[[Database], None]:
     return run
 
 
+def _rename_adapters(db: Database) -> None:
+    """Version 8: adapter models under their readable names (`reachtui.model_names.renamed_adapter`); a name
+    already taken is left as it was."""
+    from reachtui.model_names import renamed_adapter
+
+    taken = {name for (name,) in db.conn.execute("SELECT name FROM models")}
+    for model_id, name, path in db.conn.execute("SELECT id, name, path FROM models").fetchall():
+        new = renamed_adapter(name, path)
+        if new is not None and new not in taken:
+            db.conn.execute("UPDATE models SET name = ? WHERE id = ?", (new, model_id))
+            taken.add(new)
+
+
 def _migrate_to_1(db: Database) -> None:
     _statements(_SCHEMA_V1)(db)
     db["questions"].enable_fts(["question"], create_triggers=True)
@@ -264,7 +282,7 @@ def _migrate_to_1(db: Database) -> None:
 #: version -> function bringing a store from version-1 to version (run inside one IMMEDIATE transaction).
 MIGRATIONS = {1: _migrate_to_1, 2: _statements(_SCHEMA_V2), 3: _statements(_SCHEMA_V3), 4: _statements(_SCHEMA_V4),
               5: _statements(_SCHEMA_V5), 6: _statements(_SCHEMA_V6),
-              7: _statements(_SCHEMA_V7)}
+              7: _statements(_SCHEMA_V7), 8: _rename_adapters}
 
 _FTS = {"": (), "_data": ("id", "block"), "_idx": ("segid", "term", "pgno"), "_docsize": ("id", "sz"),
         "_config": ("k", "v")}

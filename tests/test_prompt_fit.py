@@ -19,6 +19,7 @@ from reachtui.engine.fits import prompt_fit
 from reachtui.errors import ReachError
 from reachtui.protocol import ProbeSpec, Protocol
 from reachtui.store import Store
+from reachtui.store_schema import SCHEMA_VERSION
 from reachtui.tables import TABLES, build_table
 from reachtui.tasks import load_task
 
@@ -248,7 +249,7 @@ def test_a_version_6_store_is_read_as_it_is_and_a_writer_adds_the_table(skipped_
         assert store.skipped_questions(1) == [] and build_table(store, "summary", [1]).rows
     with Store(skipped_store) as store:
         assert store.skipped_questions(1) == []
-        assert store.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("7",)
+        assert store.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
 
 
 # ------------------------------------------------------------------------------------- the commands
