@@ -45,3 +45,33 @@ def test_a_store_from_before_is_renamed_by_a_writer_and_its_run_is_found_again(t
         assert [r["model"] for r in store.list_runs()] == [new, "demo"]
         assert completed_audit(store, model_name=new, task=task, protocol=protocol) == (1, True)
         assert store.resolve_run(new) == 1
+
+
+def test_runs_at_80_columns_keeps_every_name_legible(tmp_path, monkeypatch):
+    """`reachtui runs` at 80 columns: batch and updated are left to --json, the protocol hash is cut to 8, and
+    model and task names fold in wide pieces (never 5-character slices); every line fits."""
+    from conftest import run_main
+
+    task = load_task(str(write_task(tmp_path / "gsm8k-train-subset.jsonl", 4)))
+    protocol = Protocol(probes=(ProbeSpec("sample", budget=2),))
+    path = tmp_path / "s.sqlite"
+    names = ("demo", adapter_name("demo", "/home/me/experiments/lora-r16-alpha32"),
+             "/home/me/models/Meta-Llama-3.1-8B-Instruct-AWQ")
+    with Store(path) as store:
+        for name in names:
+            run_audit(store, FakeRunner(), model_name=name, task=task, protocol=protocol)
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _err = run_main(["runs", "--store", str(path)])
+    digest = hashlib.sha256(b"/home/me/experiments/lora-r16-alpha32").hexdigest()[:6]
+    h = protocol.hash()[:8]
+    lines = [line.rstrip() for line in out.splitlines()]
+    assert code == 0 and max(len(line) for line in out.splitlines()) <= 80
+    assert lines[1:9] == [
+        "run model                      task         protocol status   Qs attempts real %",
+        "─" * 80,
+        f"  1 demo                       gsm8k-train- {h} complete  4       12   25.0",
+        "                               subset",
+        f"  2 demo+lora-r16-alpha32#{digest[:4]} gsm8k-train- {h} complete  4       12   25.0",
+        f"    {digest[4:]}                         subset",
+        f"  3 /home/me/models/Meta-Llama gsm8k-train- {h} complete  4       12   25.0",
+        "    -3.1-8B-Instruct-AWQ       subset"]
