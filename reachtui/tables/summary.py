@@ -70,6 +70,14 @@ SUMMARY_NOTE = (
     "share of attempts with no extracted answer; chance = 1-(1-1/m)^K for m-way multiple choice")
 
 
+#: The columns the retained notes explain, and those SUMMARY_NOTE explains (a summary selected to other columns,
+#: as `reachtui import` prints it, goes without them).
+RETAINED_COLUMNS = ("retained", "retained_lo", "retained_hi", "retained_logprob", "retained_logprob_lo",
+                    "retained_logprob_hi")
+LEGEND_COLUMNS = tuple(c.name for c in SUMMARY_COLUMNS if c.name.endswith(("_lo", "_hi"))) + RETAINED_COLUMNS + (
+    "control", "excess", "robust", "answers", "no_answer", "chance")
+
+
 def _wilson_keys(row: dict[str, Any], key: str, x: float | None, n: int) -> None:
     lo, hi = stats.wilson(x, n) if x is not None and n else stats.NAN_PAIR
     row[f"{key}_lo"], row[f"{key}_hi"] = lo, hi
@@ -314,11 +322,13 @@ def summary_table(store, run_ids: Sequence[int], *, bootstrap: int = stats.DEFAU
         done = {r["probe"]: r["n_attempted"] for r in got}
         notes += run_notes(info, done, got[0]["n"])
     notes += left_out_notes(store, run_ids)
-    notes += outcomes.gap_retained_notes(cells, ("retained", "retained_logprob"))
-    notes.append(SUMMARY_NOTE + (f" ({bootstrap} bootstrap replicates, seed {seed})" if bootstrap > 0 else
-                                 " (bootstrap off: no gap/excess/retained intervals)"))
+    gap_notes = outcomes.gap_retained_notes(cells, ("retained", "retained_logprob"))
+    legend = SUMMARY_NOTE + (f" ({bootstrap} bootstrap replicates, seed {seed})" if bootstrap > 0 else
+                             " (bootstrap off: no gap/excess/retained intervals)")
+    explains = {n: ("gap",) if n.endswith(outcomes.NEGATIVE_GAP) else RETAINED_COLUMNS for n in gap_notes}
+    explains[legend] = LEGEND_COLUMNS
     title = "Realized vs reachable per probe" + runs_label(run_ids)
-    return Table("summary", title, list(SUMMARY_COLUMNS), rows, notes=notes)
+    return Table("summary", title, list(SUMMARY_COLUMNS), rows, notes=notes + gap_notes + [legend], explains=explains)
 
 
 def summary_views(table: Table) -> list[Table]:
@@ -344,6 +354,7 @@ def summary_views(table: Table) -> list[Table]:
     a.notes = []
     b = select(t, columns=second_cols)
     b.title = "Answer-blind selection and answer scatter" + label
+    b.notes = list(t.notes)        # under the second table: the notes of both
     return [a, b]
 
 
