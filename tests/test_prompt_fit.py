@@ -121,7 +121,7 @@ def test_twenty_thousand_few_shot_examples_are_refused_without_tokenizing_a_prom
 
 def test_a_prompt_far_over_the_limit_is_over_by_its_characters_and_the_others_are_tokenized_once():
     tok = CharTokenizer()
-    got, _ = fit(Protocol(), [("huge", "h" * 50_000), ("long", "l" * 500), ("short", "What is 1 + 2?")], tok=tok)
+    got, _ = fit(Protocol(), [("huge", "h" * 150_000), ("long", "l" * 500), ("short", "What is 1 + 2?")], tok=tok)
     assert got.over == (("huge", None), ("long", 519))
     assert tok.tokenized == len(Protocol().render_prompt("l" * 500)) + len(Protocol().render_prompt(""))
 

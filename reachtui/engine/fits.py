@@ -9,7 +9,8 @@ with the runner's — and bounds its work, so that an absurd input is refused wi
   WordPiece vocabulary covers at least one byte; the slack holds BOS, EOS and a prefix space), so a short
   prompt fits without being tokenized (`reachtui open demo` loads no tokenizer before its first screen);
 - a prompt of C characters is at least C / W tokens, W the longest token of the vocabulary in characters, so
-  a prompt far over the limit (thousands of few-shot examples) is over without being tokenized; the prompt
+  a prompt far over the limit and over EXACT_CHARS (thousands of few-shot examples) is over without being
+  tokenized; the prompt
   around the question (its frame: system text, few-shot examples, template, chat markup) is looked at first,
   so such a task renders one prompt, not one per question;
 - the rest are tokenized as one batch (`reachtui.generation.prompt_token_counts`, the runner's own rule).
@@ -32,6 +33,9 @@ from reachtui.generation import prompt_token_counts
 SPECIAL_SLACK = 8
 #: How many over-long question ids a refusal names.
 SHOWN_IDS = 5
+#: A prompt up to this many characters is tokenized even where its characters alone put it over the limit
+#: (the refusal then names its length exactly); only a longer one is over by its characters.
+EXACT_CHARS = 100_000
 
 
 @dataclass(frozen=True)
@@ -164,13 +168,13 @@ def prompt_fit(protocol, questions: Sequence[tuple[str, str]], limit: int | None
     parts = _frame_parts(protocol)
     frame = render("")
     # the prompt around the question alone is over by its characters: every prompt is (none is rendered)
-    if not _fits_by_bytes(frame, room) and width() and len(frame) > max(room, 0) * width():
+    if not _fits_by_bytes(frame, room) and width() and len(frame) > max(max(room, 0) * width(), EXACT_CHARS):
         at_least = math.ceil(len(frame) / width())
         return PromptFit(limit, m, n, tuple((qid, None) for qid, _ in questions), at_least, True, None, parts)
     prompts = [render(q) for _, q in questions]
     tokens: list[int | None] = [0] * n
     unsure = [i for i, p in enumerate(prompts) if not _fits_by_bytes(p, room)]
-    bound = max(room, 0) * width() if unsure and width() else None
+    bound = max(max(room, 0) * width(), EXACT_CHARS) if unsure and width() else None
     to_count = [i for i in unsure if bound is None or len(prompts[i]) <= bound]
     for i, c in zip(to_count, counter([prompts[i] for i in to_count]) if to_count else ()):
         tokens[i] = c
