@@ -32,9 +32,8 @@ __all__ = ["open_store", "AuditStore", "Rows", "TABLES"]
 #: The tables `reachtui export` writes (`AuditStore.table`).
 from reachtui.tables import TABLES  # noqa: E402
 
-#: How a column kind becomes a pandas dtype (nullable: a missing value stays missing).
-_PANDAS_DTYPES = {"text": "string", "interval": "string", "int": "Int64", "bool": "boolean", "frac": "float64",
-                  "float": "float64", "pvalue": "float64"}
+#: How a column kind becomes a pandas dtype (the one mapping; parquet exports carry it too).
+from reachtui.tables.table import PANDAS_DTYPES as _PANDAS_DTYPES  # noqa: E402
 
 
 class Rows(list):
@@ -50,16 +49,18 @@ class Rows(list):
         self.warnings = list(warnings)
 
     def to_pandas(self):
-        """The rows as a pandas DataFrame, one column per table column, typed by its kind (nullable
-        integers and booleans, float fractions, strings)."""
+        """The rows as a pandas DataFrame, one column per table column, typed by its kind
+        (`reachtui.tables.table.PANDAS_DTYPES`: nullable integers, booleans and strings, missing as <NA>;
+        float64 numbers, missing as NaN): the frame `pandas.read_parquet` gives of the same table exported."""
         try:
             import pandas as pd
         except ImportError:
             raise ReachError("DataFrames need pandas: pip install 'reachtui[pandas]'") from None
-        frame = pd.DataFrame.from_records(list(self), columns=list(self.columns))
-        for name, kind in self.columns.items():
-            if kind in _PANDAS_DTYPES:
-                frame[name] = frame[name].astype(_PANDAS_DTYPES[kind])
+        # each column made at its dtype from the values themselves (never through float64: a seed above 2**53
+        # keeps every digit)
+        frame = pd.DataFrame({name: pd.array([r.get(name) for r in self], dtype=_PANDAS_DTYPES[kind])
+                              if kind in _PANDAS_DTYPES else [r.get(name) for r in self]
+                              for name, kind in self.columns.items()}, columns=list(self.columns))
         frame.attrs.update(table=self.name, notes=self.notes, warnings=self.warnings)
         return frame
 

@@ -66,6 +66,31 @@ class Generation:
     finish: str = field(default="length")   # "eos" | "stop" | "length"
 
 
+
+def adds_special_tokens(tokenizer: Any, prompt: str) -> bool:
+    """Whether a prompt is tokenized with the tokenizer's special tokens (its BOS): yes, unless it already
+    starts with the BOS token (a rendered chat template holds its own)."""
+    bos = getattr(tokenizer, "bos_token", None)
+    return not (bool(bos) and prompt.startswith(bos))
+
+
+def prompt_ids(tokenizer: Any, prompt: str) -> list[int]:
+    """The prompt's token ids as every runner feeds them to the model (`adds_special_tokens`)."""
+    return list(tokenizer(prompt, add_special_tokens=adds_special_tokens(tokenizer, prompt))["input_ids"])
+
+
+def prompt_token_counts(tokenizer: Any, prompts: Sequence[str]) -> list[int]:
+    """len(prompt_ids(tokenizer, p)) for every prompt, tokenized as one batch per special-token setting (a
+    fast tokenizer encodes a batch on all cores): what counts against the model's position limit."""
+    counts = [0] * len(prompts)
+    for special in (True, False):
+        at = [i for i, p in enumerate(prompts) if adds_special_tokens(tokenizer, p) is special]
+        if at:
+            ids = tokenizer([prompts[i] for i in at], add_special_tokens=special)["input_ids"]
+            for i, row in zip(at, ids):
+                counts[i] = len(row)
+    return counts
+
 class Runner(Protocol):
     """Generates on one loaded model. One owner at a time: every call holds `lock` (reentrant), so the
     app's live runs queue between the audit's batches."""

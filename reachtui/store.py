@@ -291,11 +291,14 @@ class Store(StoreQueries, OutcomeQueries):
     def create_run(self, model_id: int, task_id: int, *, protocol: Protocol | None = None,
                    protocol_json: str | Mapping[str, Any] | None = None, protocol_hash: str | None = None,
                    source: str = "audit", limit_n: int | None = None,
-                   question_ids: Iterable[int] | None = None, status: str = "running",
+                   question_ids: Iterable[int] | None = None,
+                   skipped: Iterable[tuple[int, int | None]] = (), status: str = "running",
                    reachtui_version: str | None = None, torch_version: str | None = None,
                    transformers_version: str | None = None, device: str | None = None,
                    dtype: str | None = None, note: str | None = None) -> int:
-        """A new run (status 'running' unless given); with `question_ids`, its question set too. Its
+        """A new run (status 'running' unless given); with `question_ids`, its question set too, and with
+        `skipped` the (question id, prompt tokens) it leaves out (`--skip-long`: prompts over the model's
+        positions; tokens None where not counted). Its
         `protocol` is stored in the one stored form, its canonical JSON, with its hash (audits and imports
         alike); `protocol_json` and `protocol_hash` store a hand-made one as given (tests, old stores)."""
         if protocol is not None:
@@ -318,6 +321,8 @@ class Store(StoreQueries, OutcomeQueries):
             run_id = cur.lastrowid
             if question_ids is not None:
                 self._add_run_questions(run_id, question_ids)
+            self.conn.executemany("INSERT INTO skipped_questions (run_id, question_id, prompt_tokens) VALUES (?, ?, ?)",
+                                  ((run_id, int(q), tokens) for q, tokens in skipped))
         return run_id
 
     def claim_run(self, run_id: int) -> None:

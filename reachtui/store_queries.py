@@ -62,9 +62,12 @@ class StoreQueries:
     # -- runs --------------------------------------------------------------------------------------
 
     def list_runs(self) -> list[dict]:
-        """Every run, oldest first, with model and task names and attempt counts."""
+        """Every run, oldest first, with model and task names, attempt counts and the questions it left out
+        (`n_skipped`: prompts over the model's positions, `--skip-long`)."""
+        skipped = ("(SELECT count(*) FROM skipped_questions s WHERE s.run_id = r.id)" if self._has_skipped()
+                   else "0")
         return self._rows(f"""
-            SELECT {_RUN_COLUMNS},
+            SELECT {_RUN_COLUMNS}, {skipped} AS n_skipped,
               (SELECT count(*) FROM attempts a WHERE a.run_id = r.id) AS n_attempts,
               (SELECT count(*) FROM attempts a WHERE a.run_id = r.id AND {realized_where('a')})
                 AS n_realized_done,
@@ -208,6 +211,22 @@ class StoreQueries:
         if has is None:
             has = self._meta_column = any(r[1] == "meta" for r in self.conn.execute("PRAGMA table_info(questions)"))
         return has
+
+    def _has_skipped(self) -> bool:
+        """Whether runs keep the questions they left out (schema 7; older stores' runs left none out)."""
+        has = getattr(self, "_skipped_table", None)
+        if has is None:
+            has = self._skipped_table = self.conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'skipped_questions'").fetchone() is not None
+        return has
+
+    def skipped_questions(self, run_id: int) -> list[tuple[str, int | None]]:
+        """(the task's question id, prompt tokens) of the questions the run left out because their prompts do
+        not fit the model's positions (`--skip-long`), in task order; tokens None where not counted."""
+        if not self._has_skipped():
+            return []
+        return self.conn.execute("SELECT q.qid, s.prompt_tokens FROM skipped_questions s JOIN questions q "
+                                 "ON q.id = s.question_id WHERE s.run_id = ? ORDER BY q.idx", (int(run_id),)).fetchall()
 
     def question_meta(self, run_id: int) -> dict[int, dict[str, Any]]:
         """{question id: its metadata} of the run's questions that have any, in task order."""

@@ -62,6 +62,19 @@ Version 6 adds questions.meta: the task's other columns of a question (subject, 
 when it has none), which the questions table shows as `meta_<key>` columns, the app in its detail and its
 filters. Readers read version 2-5 stores as they are (their questions have no metadata).
 
+Version 7 adds the questions a run leaves out because their prompts do not fit the model's positions
+(`--skip-long`: `reachtui.engine.fits`), with the prompt's tokens (NULL: over by its characters alone, not
+tokenized); they are not in run_questions, and every table says how many there are:
+
+    skipped_questions(run_id->runs, question_id->questions, prompt_tokens, PK(run_id, question_id))
+
+Readers read version 2-6 stores as they are (their runs left nothing out).
+
+Version 8 renames the models of PEFT adapter runs from `BASE+/the/adapter/path` to `BASE+FOLDER#DIGEST`
+(`reachtui.model_names`: readable, and still one model per adapter folder), so an adapter audited before
+resumes and is found by its new name. Only rows whose stored path is the path in the name are renamed;
+readers read older stores as they are (the old names).
+
 A store is checked when it is opened (`check_shape`, a few milliseconds): the tables, columns and triggers
 its version must have (`SHAPE`) and a version from 1 to SCHEMA_VERSION; a writer also checks its foreign
 keys (`check_references`: a row whose run, question or task is not there, left by a delete made with
@@ -82,7 +95,7 @@ from reachtui.errors import DamagedStore, ReachError
 if TYPE_CHECKING:
     from sqlite_utils import Database
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 8
 #: A reader opens stores from this version on without migrating them (later versions add indexes and drop
 #: columns no reader reads).
 READABLE_FROM = 2
@@ -228,6 +241,15 @@ ALTER TABLE questions ADD COLUMN meta TEXT;
 """
 
 
+_SCHEMA_V7 = """
+CREATE TABLE skipped_questions (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    question_id INTEGER NOT NULL REFERENCES questions(id),
+    prompt_tokens INTEGER,
+    PRIMARY KEY (run_id, question_id)) WITHOUT ROWID;
+"""
+
+
 def _statements(sql: str) -> Callable[[Database], None]:
     """A migration that runs each statement of `sql` in order."""
     def run(db: Database) -> None:
@@ -235,6 +257,19 @@ def _statements(sql: str) -> Callable[[Database], None]:
             if statement.strip():
                 db.conn.execute(statement)
     return run
+
+
+def _rename_adapters(db: Database) -> None:
+    """Version 8: adapter models under their readable names (`reachtui.model_names.renamed_adapter`); a name
+    already taken is left as it was."""
+    from reachtui.model_names import renamed_adapter
+
+    taken = {name for (name,) in db.conn.execute("SELECT name FROM models")}
+    for model_id, name, path in db.conn.execute("SELECT id, name, path FROM models").fetchall():
+        new = renamed_adapter(name, path)
+        if new is not None and new not in taken:
+            db.conn.execute("UPDATE models SET name = ? WHERE id = ?", (new, model_id))
+            taken.add(new)
 
 
 def _migrate_to_1(db: Database) -> None:
@@ -246,7 +281,8 @@ def _migrate_to_1(db: Database) -> None:
 
 #: version -> function bringing a store from version-1 to version (run inside one IMMEDIATE transaction).
 MIGRATIONS = {1: _migrate_to_1, 2: _statements(_SCHEMA_V2), 3: _statements(_SCHEMA_V3), 4: _statements(_SCHEMA_V4),
-              5: _statements(_SCHEMA_V5), 6: _statements(_SCHEMA_V6)}
+              5: _statements(_SCHEMA_V5), 6: _statements(_SCHEMA_V6),
+              7: _statements(_SCHEMA_V7), 8: _rename_adapters}
 
 _FTS = {"": (), "_data": ("id", "block"), "_idx": ("segid", "term", "pgno"), "_docsize": ("id", "sz"),
         "_config": ("k", "v")}
@@ -280,6 +316,7 @@ SHAPE: dict[int, tuple[dict[str, tuple[str, ...]], tuple[str, ...]]] = {
          "outcome_runs": ("run_id", "fold", "attempts", "last_attempt", "logprobs")},
         ("attempts_updated_outcomes", "attempts_deleted_outcomes")),
     6: ({"questions": ("meta",)}, ()),
+    7: ({"skipped_questions": ("run_id", "question_id", "prompt_tokens")}, ()),
 }
 
 

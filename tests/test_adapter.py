@@ -5,6 +5,7 @@ one base are two models; an adapter whose base is missing is one line."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import sqlite3
@@ -16,8 +17,14 @@ pytest.importorskip("peft")
 torch = pytest.importorskip("torch")
 
 from reachtui.assets import DEMO_MODEL_DIR  # noqa: E402
+from reachtui.model_names import adapter_name  # noqa: E402
 
 QUESTIONS = 6
+
+
+def digest(folder) -> str:
+    """The six hex digits an adapter's name carries: of its folder's absolute path."""
+    return hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:6]
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +72,7 @@ def test_identity_route_equals_the_merged_models_generate(adapter):
 
     prompts = [Protocol().render_prompt(q.question) for q in load_task("demo").questions[:QUESTIONS]]
     loaded = load_model(str(adapter), device="cpu")
-    assert loaded.name == f"demo+{adapter.resolve()}" and loaded.path == adapter.resolve()
+    assert loaded.name == adapter_name("demo", adapter.resolve()) and loaded.path == adapter.resolve()
     assert loaded.load_report.startswith(f"LORA adapter {adapter.resolve()} merged into its base demo")
     assert not any("lora" in name for name, _ in loaded.model.named_parameters())     # merged: a plain model
     ours = Runner(loaded).generate(prompts, decoding=Decoding(max_new_tokens=24))
@@ -99,7 +106,7 @@ def test_the_adapter_audits_through_the_cli_as_base_plus_adapter(adapter, tmp_pa
     assert run_main(["audit", str(other), *common])[0] == 0
     con = sqlite3.connect(store)
     names = [n for (n,) in con.execute("SELECT m.name FROM runs r JOIN models m ON m.id = r.model_id ORDER BY r.id")]
-    assert names == [f"demo+{adapter.resolve()}", f"demo+{other.resolve()}"]
+    assert names == [f"demo+demo-lora#{digest(adapter)}", f"demo+other-lora#{digest(other)}"]
     texts = [t for (t,) in con.execute("SELECT a.text FROM attempts a JOIN questions q ON q.id = a.question_id "
                                        "WHERE a.run_id = 1 AND a.probe = 'realized' ORDER BY q.id")]
     con.close()
@@ -154,7 +161,7 @@ async def test_the_adapter_opens_in_the_app(adapter, tmp_path, monkeypatch):
             await settle(app, pilot)
         assert app.run_info is not None and app.run_info.status == "complete"
         assert len(app.table.rows) == 4 and all(r.realized is not None for r in app.table.rows)
-        assert app.runner.loaded.name == f"demo+{adapter.resolve()}"
+        assert app.runner.loaded.name == adapter_name("demo", adapter.resolve())
 
 
 def test_an_adapter_whose_base_is_missing_is_one_line(adapter, tmp_path):
@@ -187,4 +194,4 @@ def test_an_adapter_with_a_base_given_as_a_directory(adapter, tmp_path):
     outs = [json.loads(run_main(["generate", str(d), "What is 9 minus 2?", "--json", "--device", "cpu"])[1])
             for d in (adapter, moved)]
     assert outs[0]["text"] == outs[1]["text"]
-    assert outs[1]["model"] == f"{DEMO_MODEL_DIR.resolve()}+{moved.resolve()}"
+    assert outs[1]["model"] == f"{DEMO_MODEL_DIR.resolve()}+by-path#{digest(moved)}"

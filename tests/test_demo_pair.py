@@ -44,7 +44,8 @@ def test_compare_prints_the_deltas_of_the_demo_pair(pair):
     cols = header.split(",")
     assert {"realized_delta", "realized_delta_lo", "reachable_delta", "reachable_delta_lo", "reachable_delta_hi",
             "realized_p", "reachable_p"} <= set(cols)
-    sample = dict(zip(cols, next(r for r in rows if r.startswith("sample,")).split(",")))
+    sample = next(r for r in (dict(zip(cols, r.split(","))) for r in rows) if r["probe"] == "sample")
+    assert (sample["run_a"], sample["model_a"], sample["run_b"], sample["model_b"]) == ("1", "demo", "2", "demo-tuned")
     with Store(pair, readonly=True) as store:
         runs = dict(store.db.execute("SELECT r.id, m.name FROM runs r JOIN models m ON m.id = r.model_id").fetchall())
         row = next(r for r in T.compare_runs(store, 1, 2).table.dicts() if r["probe"] == "sample")

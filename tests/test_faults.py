@@ -375,7 +375,9 @@ def test_a_prompt_over_the_position_limit_is_refused_before_anything_is_stored(t
                     + json.dumps({"id": "long", "question": "What is 1 + 2? " * 20, "answer": "3"}) + "\n")
     store_path = tmp_path / "s.sqlite"
     with Store(store_path) as store:
-        with pytest.raises(ReachError, match=r"question long: its prompt is \d+ tokens.*position limit of 256"):
+        with pytest.raises(ReachError, match=r"1 of 2 questions does not fit the model's position limit of 256 tokens "
+                                             r"with --max-new-tokens 48 \(question id long; the longest prompt is \d+ "
+                                             r"tokens\); --skip-long audits the other 1$"):
             run_audit(store, r, model_name="tiny", task=load_task(str(path)), protocol=Protocol(probes=()))
         assert store.list_runs() == [] and store.model_id("tiny") is None
     with Store(store_path) as store:     # --limit 1 leaves the long question out: it runs

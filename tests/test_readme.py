@@ -59,7 +59,7 @@ def test_every_console_block_runs_as_printed_in_order_in_a_fresh_folder(tmp_path
     runs = json.loads(run("reachtui runs --json", tmp_path).stdout)
     names = [r["model"] for r in runs]
     assert names[:6] == ["base", "tuned", "samples_demo", "inspect-demo", "demo", "base-again"]  # imports, an audit
-    assert names[6].startswith("demo+/") and names[7] == "demo"     # the LoRA adapter's audit, the preset's
+    assert names[6].startswith("demo+demo-lora#") and names[7] == "demo"     # the LoRA adapter's audit, the preset's
     assert (tmp_path / "demo-lora" / "adapter_config.json").is_file()
     assert names[8:] == ["base-by-subject", "base-parquet", "base-datasets", "lm-eval-docs",
                          "inspect-samples"]   # tasks as they come

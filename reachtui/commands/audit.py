@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import signal
 from dataclasses import replace
+from pathlib import Path
 import threading
 import time
 
@@ -19,7 +20,7 @@ from reachtui.commands import numbers
 from reachtui.commands.options import (batch_size_option, mlp_scan_flag, model_access_options, new_option,
                                        placement_options, protocol_options, set_threads, store_option, task_option,
                                        threads_option)
-from reachtui.commands.preflight import loadable, placement, settings_of
+from reachtui.commands.preflight import loadable, placement, prompts_fit, question_pairs, settings_of
 from reachtui.engine.progress import DONE, FAILURE_SETS
 from reachtui.errors import ReachError
 
@@ -119,8 +120,8 @@ def print_closing(out, store, run_id: int) -> None:
 @click.option("--workers", type=numbers.INT, default=None,
               help="Ray workers. [default: one per GPU in the cluster, else its CPUs // --threads]")
 @model_access_options
-def audit(model, task_spec, task_name, task_fields, probes, budget, temperature, seed, limit, mlp_scan, store_path,
-          protocol_file, chat, system, template, answer_format, stops, fewshot_file, run_id, new_run, device, dtype,
+def audit(model, task_spec, task_name, task_fields, probes, budget, temperature, seed, limit, skip_long, mlp_scan,
+          store_path, protocol_file, chat, system, template, answer_format, stops, fewshot_file, run_id, new_run, device, dtype,
           device_map, offload_folder, batch_size, max_new_tokens, threads, ray_address, workers, revision,
           trust_remote_code, allow_download, allow_pickle, allow_missing_weights):
     """Audit MODEL on TASK: realized (default decoding) vs reachable (some attempt of a probe) per
@@ -132,7 +133,8 @@ def audit(model, task_spec, task_name, task_fields, probes, budget, temperature,
 
     from reachtui.engine.audit import check_given_run, completed_audit, holds_scan, run_audit
     from reachtui.model.load import model_name, with_revision
-    from reachtui.store import Store
+    from reachtui.store import Store, default_store_path
+    from reachtui.tables.formats import shown
 
     set_threads(threads)
     model = with_revision(model, revision)
@@ -150,6 +152,17 @@ def audit(model, task_spec, task_name, task_fields, probes, budget, temperature,
     placement(device, device_map, offload_folder)     # before the store is touched
     settings = settings_of(locals(), explicit_scan=True)     # the options, by name
     protocol, task, mlp_scan = settings.protocol, settings.task, settings.mlp_scan
+    questions = question_pairs(task, limit)
+
+    def model_checks():
+        """The model loads, and the prompts fit it (or --skip-long names those to leave out): one line if not."""
+        loadable(model, protocol.max_new_tokens, allow_download=allow_download, allow_pickle=allow_pickle,
+                 allow_missing_weights=allow_missing_weights)
+        return prompts_fit(model, protocol, questions, skip_long=skip_long, trust_remote_code=trust_remote_code,
+                           allow_download=allow_download)
+
+    # no store yet: nothing to show or resume, so the checks come before the store is made (a refusal makes none)
+    fit = model_checks() if not (Path(store_path) if store_path else default_store_path()).exists() else None
     store = Store(store_path)
     click.get_current_context().call_on_close(store.close)
     out = Console()
@@ -167,8 +180,10 @@ def audit(model, task_spec, task_name, task_fields, probes, budget, temperature,
         return
     if done is not None:          # complete, but without the MLP scan asked for: add it to that run
         run_id = done
-    loadable(model, protocol.max_new_tokens, allow_download=allow_download, allow_pickle=allow_pickle,
-             allow_missing_weights=allow_missing_weights)
+    if fit is None:
+        fit = model_checks()
+    if fit.skipped:
+        Console(stderr=True).print(shown(fit.left_out_line()), markup=False, highlight=False, soft_wrap=True)
 
     err = Console(stderr=True)
     t_load = time.monotonic()
@@ -224,7 +239,8 @@ def audit(model, task_spec, task_name, task_fields, probes, budget, temperature,
             result = run_audit(store, runner, model_name=info["name"], model_path=info["path"],
                                model_class=info["model_class"], task=task, protocol=protocol, limit=limit,
                                run_id=run_id, batch_size=batch_size, mlp_scan=mlp_scan, on_event=follow,
-                               cancel=cancel, versions=info, new=new_run, load_report=info.get("load_report"))
+                               cancel=cancel, versions=info, new=new_run, load_report=info.get("load_report"),
+                               skip_long=skip_long, fit=fit)
     except KeyboardInterrupt:
         rid = current["run"] or "?"
         err.print(f"interrupted: run {rid} is resumable (run the same command again)")

@@ -8,7 +8,8 @@ from __future__ import annotations
 import click
 
 from reachtui.commands.options import store_option
-from reachtui.commands.export import bootstrap_options, emit, keep_formulas_option, open_store, pick_format, store_path_of
+from reachtui.commands.export import (bootstrap_options, emit, keep_formulas_option, open_store, pick_format,
+                                      quiet_option, store_path_of)
 from reachtui.output import check_output
 from reachtui.errors import ReachError
 
@@ -29,8 +30,9 @@ from reachtui.errors import ReachError
                    "reachable (each probe) or a probe name, CELL gained, lost, kept or never (for reach also "
                    "expanded, shrunk, preserved, out-of-reach); e.g. reachable:lost = reachable in A, not in B.")
 @keep_formulas_option
+@quiet_option
 @bootstrap_options
-def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec, keep_formulas, bootstrap,
+def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec, keep_formulas, quiet, bootstrap,
             bootstrap_seed) -> None:
     """Compare RUN_B against RUN_A (run ids, 'latest', or model names: the model's latest complete run):
     per probe realized and reachable in each, their deltas (B - A) with 95% paired-bootstrap intervals, the
@@ -68,18 +70,18 @@ def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec, k
             # Plain ids, one per line (with the probe when it is not obvious): easy to pipe.
             for w in dict.fromkeys(listed.warnings):
                 click.secho(f"WARNING: {w}", err=True, fg="red", bold=True)
-            for n in listed.notes:
+            for n in () if quiet else listed.notes:
                 click.echo(f"note: {n}", err=True)
             click.echo(listed.title, err=True)
             probes = {p for _m, p, _q in listed.rows}
             for _m, p, q in listed.rows:     # one id per line: a control character in one is shown, not run
                 click.echo(f"{p}\t{F.shown(q, one_line=True)}" if len(probes) > 1 else F.shown(q, one_line=True))
             return
-        emit([listed], fmt, output, store_path_of(store_path), formulas=keep_formulas)
+        emit([listed], fmt, output, store_path_of(store_path), quiet=quiet, formulas=keep_formulas)
         return
     if fmt in F.DATA_FORMATS or fmt == PARQUET:
-        emit([comparison.table], fmt, output, store_path_of(store_path), formulas=keep_formulas)
+        emit([comparison.table], fmt, output, store_path_of(store_path), quiet=quiet, formulas=keep_formulas)
     elif fmt in F.HUMAN_FORMATS:
-        emit(T.compare_views(comparison), fmt, output, store_path_of(store_path))
+        emit(T.compare_views(comparison), fmt, output, store_path_of(store_path), quiet=quiet)
     else:  # pragma: no cover - pick_format only returns known formats
         raise ReachError(f"unknown format {fmt!r}")

@@ -69,15 +69,15 @@ def store_path_of(path: str | None) -> Path:
     return Path(path) if path else default_store_path()
 
 
-def emit(tables, fmt: str, output: str | None, store: Path | None = None, **style) -> None:
+def emit(tables, fmt: str, output: str | None, store: Path | None = None, *, quiet: bool = False, **style) -> None:
     """Print (or write to `output`, never the audit `store` or its files: `reachtui.output`) one or more
     tables; notes and warnings go to stderr for data formats (they are inside the text for md/latex/table).
-    On a terminal, `table` is drawn by rich directly. `style`: how people formats write them
-    (`reachtui.tables.formats.render`)."""
+    On a terminal, `table` is drawn by rich directly. `quiet`: no notes anywhere (--quiet; warnings stay).
+    `style`: how people formats write them (`reachtui.tables.formats.render`)."""
     from reachtui.tables.formats import DATA_FORMATS, render_many, shown, to_rich
     from reachtui.tables.parquet import PARQUET
 
-    tables = list(tables)
+    tables = [t.quiet() for t in tables] if quiet else list(tables)
     if fmt == PARQUET:     # the one binary format: a file, or stdout when it is not a terminal
         _emit_parquet(tables, output, store)
     elif output:       # the file first: a write that fails is then the only line
@@ -134,6 +134,13 @@ def _finite(value: float, name: str) -> float:
 #: The most bootstrap replicates asked for (1000 by default): more would run for hours, not add precision.
 MAX_BOOTSTRAP = 100_000
 
+
+#: --quiet (export, compare, import).
+quiet_option = click.option(
+    "--quiet", "-q", is_flag=True,
+    help="No notes: neither on stderr nor under the table in md, LaTeX or the terminal (warnings stay). Notes "
+         "say what a table's cells mean (intervals, retained's blanks, left-out questions); each is printed only "
+         "with the columns it explains.")
 
 #: --keep-formulas (export, compare).
 keep_formulas_option = click.option(
@@ -213,10 +220,11 @@ class _TablesHelp(click.Command):
               help="inspect only: the probe whose attempts are the log's epochs (default: sample if the run has "
                    "it, else its first reachability probe).")
 @keep_formulas_option
+@quiet_option
 @bootstrap_options
 def export(table_name, run_args, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as_table, output, where,
            params, columns, columns_csv, order, where_timeout, limit, no_headers, ci, caption, latex_label,
-           allow_unmatched, probe, keep_formulas, bootstrap, bootstrap_seed) -> None:
+           allow_unmatched, probe, keep_formulas, quiet, bootstrap, bootstrap_seed) -> None:
     """Write TABLE of the audit store, one of:
 
     \b
@@ -249,7 +257,7 @@ def export(table_name, run_args, runs, store_path, fmt, as_csv, as_tsv, as_json,
     name = table_name.strip().lower()
     runs = tuple(run_args) + tuple(runs)
     if name == INSPECT:             # issue 28: not a table, a whole run in Inspect's log format
-        _export_inspect(runs, store_path, output, probe)
+        _export_inspect(runs, store_path, output, probe, quiet)
         return
     if name not in T.TABLES:
         raise ReachError(f"unknown table {table_name!r}; choose one of {', '.join(T.TABLES + (INSPECT,))}")
@@ -286,12 +294,13 @@ def export(table_name, run_args, runs, store_path, fmt, as_csv, as_tsv, as_json,
     style = dict(headers=not no_headers, inline_ci=ci == "inline", caption=caption, label=latex_label,
                  formulas=keep_formulas)
     if name == "summary" and fmt == "table" and not chosen:
-        emit(T.summary_views(table), fmt, output, store_path_of(store_path), **style)  # two narrower tables
+        emit(T.summary_views(table), fmt, output, store_path_of(store_path), quiet=quiet, **style)  # two narrower
         return
-    emit([table], fmt, output, store_path_of(store_path), **style)
+    emit([table], fmt, output, store_path_of(store_path), quiet=quiet, **style)
 
 
-def _export_inspect(runs: tuple[str, ...], store_path: str | None, output: str | None, probe: str | None) -> None:
+def _export_inspect(runs: tuple[str, ...], store_path: str | None, output: str | None, probe: str | None,
+                    quiet: bool = False) -> None:
     """One run (RUN or --run; the latest by default) written as an Inspect log to -o FILE.eval / FILE.json."""
     from reachtui import tables as T
     from reachtui.inspect_export import check_log_path, write_inspect_log
@@ -305,5 +314,5 @@ def _export_inspect(runs: tuple[str, ...], store_path: str | None, output: str |
     with open_store(store_path) as store:
         run_id = store.resolve_run(runs[0] if runs else None)
         written = write_inspect_log(store, run_id, output, probe=probe, store_path=store_path_of(store_path))
-    for n in written.notes:
+    for n in () if quiet else written.notes:
         click.echo(f"note: {n}", err=True)

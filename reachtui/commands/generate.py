@@ -47,7 +47,7 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
     protocol file or preset with the deployment flags on top, as audit and open take them) and decoded as the
     app's live run decodes it (enter in `reachtui open`); --raw sends it as given."""
     from reachtui.commands.options import deployment_of, protocol_of
-    from reachtui.commands.preflight import loadable
+    from reachtui.commands.preflight import loadable, prompts_fit
     from reachtui.model.load import with_revision
 
     model = with_revision(model, revision)
@@ -79,6 +79,10 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
         check_syntax(silence, "silenced layers")
     loadable(model, max_new_tokens, allow_download=allow_download, allow_pickle=allow_pickle,
              allow_missing_weights=allow_missing_weights)
+    # the prompt against the model's positions, before it loads (--raw: as given, no template)
+    sent = replace(proto, template="{question}", system="", fewshot=(), chat=False) if raw else proto
+    prompts_fit(model, replace(sent, max_new_tokens=max_new_tokens), [("PROMPT", prompt)],
+                trust_remote_code=trust_remote_code, allow_download=allow_download)
     loaded = load_model(model, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
                         allow_download=allow_download, device_map=device_map, offload_folder=offload_folder,
                         allow_pickle=allow_pickle, allow_missing_weights=allow_missing_weights)

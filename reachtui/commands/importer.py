@@ -11,6 +11,7 @@ from __future__ import annotations
 import click
 
 from reachtui.commands import numbers
+from reachtui.commands.export import quiet_option
 from reachtui.commands.options import store_option, task_option
 
 
@@ -33,8 +34,9 @@ from reachtui.commands.options import store_option, task_option
 @click.option("--realized-epoch", type=numbers.INT, default=None, metavar="N",
               help="inspect: the epoch read as the realized output (default 1); all epochs are sample attempts.")
 @click.option("--allow-download", is_flag=True, help="Fetch an hf: task from the Hugging Face hub if not cached.")
+@quiet_option
 def import_(file, task_spec, task_name, task_fields, fmt, model, store_path, answer_format, filter_name, protocol_path,
-            realized_epoch, allow_download) -> None:
+            realized_epoch, allow_download, quiet) -> None:
     """Make a run from recorded generations in FILE, graded by reachtui's grader: realized vs reachable,
     failure sets and every table, without running a model.
 
@@ -50,7 +52,7 @@ def import_(file, task_spec, task_name, task_fields, fmt, model, store_path, ans
                          filter_name=filter_name, protocol_path=protocol_path,
                          realized_epoch=realized_epoch, task_name=task_name, task_fields=task_fields,
                          allow_download=allow_download)
-    for n in result.notes:
+    for n in () if quiet else result.notes:
         click.echo(f"note: {n}", err=True)
     from reachtui import tables as T
     from reachtui.tables.table import select
@@ -62,5 +64,5 @@ def import_(file, task_spec, task_name, task_fields, fmt, model, store_path, ans
                                      "blind_logprob", "failure_set_size"])
     table.title = (f"run {result.run_id} (imported, protocol {result.protocol_hash}): "
                    + " + ".join(f"{v} {k}" for k, v in result.attempts.items()) + " attempts")
-    emit([table], "table", None)
+    emit([table], "table", None, quiet=quiet)
     click.echo(f"run {result.run_id}")

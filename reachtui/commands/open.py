@@ -20,7 +20,7 @@ from reachtui.commands import numbers
 from reachtui.commands.options import (batch_size_option, mlp_scan_choice, model_access_options, new_option,
                                        placement_options, protocol_options, set_threads, store_option, task_option,
                                        threads_option)
-from reachtui.commands.preflight import loadable, placement, settings_of
+from reachtui.commands.preflight import loadable, placement, prompts_fit, question_pairs, settings_of
 from reachtui.errors import ReachError
 
 
@@ -42,9 +42,11 @@ def find_finished_run(store_path: Path, model: str, task, protocol, limit: int |
         return finished_run(store, model_name=model_name_for(model), task=task, protocol=protocol, limit=limit)
 
 
-def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_scan, new_run):
+def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_scan, new_run, skip_long=False,
+                   fit=None):
     """The audit as the app's worker runs it: `job(get_runner, on_event(Progress), cancel) -> run_id`, with
-    its own store connection (made in the worker's thread) and the app's shared Runner."""
+    its own store connection (made in the worker's thread) and the app's shared Runner. `skip_long`, `fit`:
+    as `run_audit` takes them (`fit`: what `prompts_fit` found before the app started)."""
 
     def job(get_runner, on_event, cancel) -> int:
         from reachtui.engine.audit import run_audit
@@ -58,7 +60,8 @@ def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_s
             result = run_audit(store, runner, model_name=loaded.name, model_path=str(loaded.path),
                                model_class=loaded.arch.model_class, task=task, protocol=protocol, limit=limit,
                                batch_size=batch_size, mlp_scan=mlp_scan, on_event=on_event, cancel=cancel,
-                               versions=versions(loaded), new=new_run, load_report=loaded.load_report)
+                               versions=versions(loaded), new=new_run, load_report=loaded.load_report,
+                               skip_long=skip_long, fit=fit)
         return result.run_id
 
     return job
@@ -92,7 +95,7 @@ def open_(**options):
 
 
 def prepare(model, task_spec, task_name, task_fields, store_path, run_id, probes, budget, temperature, seed, limit,
-            mlp_scan, protocol_file, chat, system, template, answer_format, stops, fewshot_file, max_new_tokens,
+            skip_long, mlp_scan, protocol_file, chat, system, template, answer_format, stops, fewshot_file, max_new_tokens,
             new_run, device, dtype, device_map, offload_folder, batch_size, threads, revision, trust_remote_code,
             allow_download, allow_pickle, allow_missing_weights, compare, allow_unmatched, keymap_file):
     """Every check `open` makes of its options before any UI (`serve` makes them too, before serving): one
@@ -140,9 +143,12 @@ def prepare(model, task_spec, task_name, task_fields, store_path, run_id, probes
         run_id = find_finished_run(path, model, task, protocol, limit)
     job = None
     if run_id is None:
+        # prompts over the model's positions: one line now (or left out with --skip-long), not in the app
+        fit = prompts_fit(model, protocol, question_pairs(task, limit),
+                          skip_long=skip_long, trust_remote_code=trust_remote_code, allow_download=allow_download)
         Store(path).close()       # the audit writes here: a read-only or damaged store is one line now
         job = make_audit_job(path, task, protocol, limit=limit, batch_size=batch_size, mlp_scan=mlp_scan,
-                             new_run=new_run)
+                             new_run=new_run, skip_long=skip_long, fit=fit)
     return lambda: _run_app(path, run_id, dict(launch_kw, model=model, audit_job=job), keymap=keymap)
 
 

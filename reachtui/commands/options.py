@@ -130,7 +130,8 @@ deployment_options = _stack(
                       "rows, whose answer is the worked solution)."),
 )
 
-#: --probes, --budget/-k, --temperature, --seed, --max-new-tokens, --protocol, the deployment flags, --limit.
+#: --probes, --budget/-k, --temperature, --seed, --max-new-tokens, --protocol, the deployment flags, --limit,
+#: --skip-long.
 protocol_options = _stack(
     _late("--probes", default=None, late_help=_probes_help),
     click.option("--budget", "-k", type=numbers.INT, default=None, help="K: attempts per question for every probe."),
@@ -140,6 +141,9 @@ protocol_options = _stack(
     protocol_file_option,
     deployment_options,
     click.option("--limit", type=numbers.INT, default=None, help="Audit only the first N questions."),
+    click.option("--skip-long", "skip_long", is_flag=True,
+                 help="Leave out the questions whose prompt plus --max-new-tokens does not fit the model's "
+                      "positions (stored with the run; every table says how many) instead of refusing the audit."),
 )
 
 

@@ -3,12 +3,14 @@ loads, the store is written or a UI starts: one line for a bad one, in the same 
 
 `placement` refuses a device map that cannot be used; `settings_of` turns the protocol options into the
 protocol, the task and the MLP scan's probe; `loadable` refuses a model that cannot load (missing, weights
-only as pickles, weights missing, an adapter's base missing, a max-new-tokens over its positions).
+only as pickles, weights missing, an adapter's base missing, a max-new-tokens over its positions);
+`prompts_fit` refuses prompts over the model's positions (or, with --skip-long, names those to leave out),
+with the tokenizer alone and only where a prompt may not fit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,3 +59,27 @@ def loadable(model: str, max_new_tokens: int, *, allow_download: bool, allow_pic
     check_loadable(model, allow_download=allow_download, allow_pickle=allow_pickle,
                    allow_missing_weights=allow_missing_weights)
     check_positions(config_position_limit(model, allow_download=allow_download), max_new_tokens)
+
+
+def prompts_fit(model: str, protocol, questions: Sequence[tuple[str, str]], *, skip_long: bool = False,
+                trust_remote_code: bool = False, allow_download: bool = False):
+    """Every question's prompt against MODEL's position limit, before the model loads (`reachtui.engine.fits`):
+    one line naming the over-long ones and the fixes that can work, unless `skip_long` leaves them out (the
+    `PromptFit` the audit then stores with its run). The tokenizer is loaded only when a prompt needs it (a
+    chat template, a prompt not short enough to fit by its bytes). `questions`: (question id, text) of the
+    task's questions the run takes (after --limit): `question_pairs`."""
+    from reachtui.engine.fits import prompt_fit
+    from reachtui.model.load import config_position_limit, load_tokenizer
+
+    limit = config_position_limit(model, allow_download=allow_download)
+    fit = prompt_fit(protocol, list(questions), limit,
+                     tokenizer=lambda: load_tokenizer(model, trust_remote_code=trust_remote_code,
+                                                      allow_download=allow_download))
+    fit.check(skip_long)
+    return fit
+
+
+def question_pairs(task, limit: int | None) -> list[tuple[str, str]]:
+    """(question id, text) of the task's questions an audit of it takes (the first `limit`)."""
+    questions = task.questions[:limit] if limit is not None else task.questions
+    return [(str(q.id), q.question) for q in questions]

@@ -11,11 +11,12 @@ stays resumable ('failed' where that can still be written) and the same command 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from reachtui.engine import mlp, phases
-from reachtui.engine.context import RunContext, check_fits, stopped_by
+from reachtui.engine.context import RunContext, runner_fit, stopped_by
+from reachtui.engine.fits import PromptFit
 from reachtui.engine.finish import store_outcomes
 from reachtui.engine.progress import DONE, FAILURE_SETS, MLP_SCAN, Cancelled, Progress
 from reachtui.errors import DamagedStore, EnvironmentFault, ReachError
@@ -74,11 +75,13 @@ def check_given_run(store, run_id: int, *, task, protocol, limit: int | None = N
 
 def open_run(store, *, model_name: str, model_path: str | None, model_class: str | None, num_layers: int,
              task, protocol, limit: int | None = None, run_id: int | None = None,
-             versions: dict[str, str | None] | None = None, new: bool = False) -> tuple[int, bool]:
+             versions: dict[str, str | None] | None = None, new: bool = False,
+             skipped: Sequence[tuple[str, int | None]] = ()) -> tuple[int, bool]:
     """The run to work on: `run_id` if given (checked against model, task, protocol and limit), else the
     latest unfinished run of the same (model, task, protocol, limit), else a new one; claimed for this
     process (`Store.claim_run`: EnvironmentFault when another process audits it now). Returns
-    (run_id, resumed)."""
+    (run_id, resumed). `skipped`: (question id, prompt tokens) of the questions a new run leaves out
+    (`--skip-long`), stored with it; a resumed run keeps its own question set and skipped questions."""
     if limit is not None and limit < 1:
         raise ReachError(f"--limit must be at least 1, not {limit}")
     model_id = store.upsert_model(model_name, model_path, model_class, num_layers)
@@ -98,9 +101,11 @@ def open_run(store, *, model_name: str, model_path: str | None, model_class: str
         ids = [qids[str(q.id)] for q in task.questions]
         if limit is not None:
             ids = ids[:limit]
+        left_out = {qids[qid]: tokens for qid, tokens in skipped}
         versions = versions or {}
-        rid = store.create_run(model_id, task_id, protocol=protocol, limit_n=limit, question_ids=ids,
-                               torch_version=versions.get("torch"),
+        rid = store.create_run(model_id, task_id, protocol=protocol, limit_n=limit,
+                               question_ids=[i for i in ids if i not in left_out],
+                               skipped=list(left_out.items()), torch_version=versions.get("torch"),
                                transformers_version=versions.get("transformers"),
                                device=versions.get("device"), dtype=versions.get("dtype"))
         store.claim_run(rid)
@@ -222,16 +227,19 @@ class Audit:
 def run_audit(store, runner, *, model_name: str, model_path: str | None = None, model_class: str | None = None,
               task, protocol, limit: int | None = None, run_id: int | None = None, batch_size: int | None = None,
               mlp_scan: str | None = None, on_event=None, cancel=None, versions=None, new: bool = False,
-              load_report: str | None = None) -> AuditResult:
+              load_report: str | None = None, skip_long: bool = False, fit: PromptFit | None = None) -> AuditResult:
     """Open (or resume) the run and execute it. See `open_run` and `Audit`. Prompts that do not fit the
-    model's positions are refused before the store is touched. `load_report`: what loading the model found
+    model's positions are refused before the store is touched (`PromptFit.check`), or with `skip_long` left
+    out of a new run and stored with it; `fit`: what the command's check before the model loaded found
+    (`reachtui.engine.fits.prompt_fit`), else the runner checks. `load_report`: what loading the model found
     (`LoadedModel.load_report`), kept with the run as a "load" event."""
-    questions = list(task.questions)[:limit] if limit is not None else list(task.questions)
-    check_fits(runner, [protocol.render_prompt(q.question, runner.tokenizer) for q in questions],
-               [str(q.id) for q in questions], protocol.max_new_tokens)
+    if fit is None:
+        questions = list(task.questions)[:limit] if limit is not None else list(task.questions)
+        fit = runner_fit(runner, protocol, [(str(q.id), q.question) for q in questions])
+    fit.check(skip_long)
     rid, resumed = open_run(store, model_name=model_name, model_path=model_path, model_class=model_class,
                             num_layers=int(runner.num_layers), task=task, protocol=protocol, limit=limit,
-                            run_id=run_id, versions=versions, new=new)
+                            run_id=run_id, versions=versions, new=new, skipped=fit.skipped)
     try:
         if load_report:
             store.add_run_event(rid, "load", load_report)

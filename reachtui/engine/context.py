@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import closing
 
+from reachtui.engine.fits import PromptFit, prompt_fit
 from reachtui.engine.plan import Call, Work, mixed_calls, split
 from reachtui.engine.progress import Cancelled, Progress
 from reachtui.engine.record import attempt_row
@@ -37,26 +38,26 @@ def stopped_by(exc: BaseException, store, mark_failed: Callable[[], None]) -> Ba
     return exc if fault is None else fault
 
 
-def check_fits(runner, prompts: Sequence[str], names: Sequence[str], max_new_tokens: int) -> None:
-    """Refuse, before anything is generated or stored, a protocol whose prompts do not fit the model:
-    prompt tokens + max_new_tokens over the runner's `max_positions` (a runner that knows no limit, or
-    cannot count tokens, is not checked; the model runner checks again before every generation)."""
+def runner_fit(runner, protocol, questions: Sequence[tuple[str, str]]) -> PromptFit:
+    """Which of `questions` ((question id, text)) fit the runner's model under `protocol`
+    (`reachtui.engine.fits.prompt_fit` with the runner's tokenizer and token count); a max_new_tokens that
+    leaves no room at all is refused here (a runner that knows no limit, or cannot count tokens, checks
+    nothing: the model runner checks again before every generation)."""
     limit = getattr(runner, "max_positions", None)
-    if not limit:
-        return
-    if max_new_tokens >= limit:
-        raise ReachError(f"--max-new-tokens {max_new_tokens} does not fit the model's position limit of {limit} "
+    m = protocol.max_new_tokens
+    if limit and m >= limit:
+        raise ReachError(f"--max-new-tokens {m} does not fit the model's position limit of {limit} "
                          f"tokens (prompt + generated tokens); nothing was generated")
-    lengths = getattr(runner, "prompt_lengths", None)
-    if lengths is None or not prompts:
-        return
-    over = [(name, n) for name, n in zip(names, lengths(list(prompts))) if n + max_new_tokens > limit]
-    if over:
-        name, n = max(over, key=lambda x: x[1])
-        more = f" ({len(over)} questions are too long)" if len(over) > 1 else ""
-        raise ReachError(f"question {name}: its prompt is {n} tokens, and with max_new_tokens {max_new_tokens} "
-                         f"that is {n + max_new_tokens}, over the model's position limit of {limit}{more}; "
-                         f"shorten it or lower --max-new-tokens (nothing was generated)")
+    count = getattr(runner, "prompt_lengths", None)
+    if count is None and getattr(runner, "tokenizer", None) is None:
+        limit = None
+    return prompt_fit(protocol, questions, limit, tokenizer=lambda: getattr(runner, "tokenizer", None), count=count)
+
+
+def check_fits(runner, protocol, questions: Sequence[tuple[str, str]]) -> None:
+    """Refuse, before anything is generated or stored, prompts that do not fit the model (`runner_fit`; the
+    refusal names them and what can be done)."""
+    runner_fit(runner, protocol, questions).check(skip_long=False)
 
 
 class RunContext:
@@ -83,9 +84,9 @@ class RunContext:
         if not self.questions:
             raise ReachError(f"run {self.run_id} has no questions")
         self.fmt = self.protocol.answer_format
-        self.prompts = [self.protocol.render_prompt(q["question"], runner.tokenizer) for q in self.questions]
         if not fits_checked:
-            check_fits(runner, self.prompts, [q["qid"] for q in self.questions], self.protocol.max_new_tokens)
+            check_fits(runner, self.protocol, [(q["qid"], q["question"]) for q in self.questions])
+        self.prompts = [self.protocol.render_prompt(q["question"], runner.tokenizer) for q in self.questions]
         # questions in order of prompt length: a batch holds prompts of similar length, so little padding
         self.by_length = sorted(range(len(self.prompts)), key=lambda i: (len(self.prompts[i]), i))
         self.position = {q["question_id"]: pos for pos, q in enumerate(self.questions)}

@@ -24,6 +24,7 @@ from typing import Any
 from reachtui.assets import BUNDLED_MODELS
 from reachtui.errors import ReachError, first_line
 from reachtui.inputs import DEVICE_MAP, MODEL_WEIGHTS, NAME_MAX, refusal, short_name, too_long
+from reachtui.model_names import adapter_name
 from reachtui.parsing import json_file
 
 _HF_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
@@ -340,15 +341,16 @@ def check_positions(limit: int | None, max_new_tokens: int) -> None:
 
 def model_name(spec: str, adapter=None) -> str:
     """The name `load_model` gives a model (what the store calls it), found without importing torch:
-    `demo`, a directory's resolved path, an adapter as `BASE+ADAPTER` (its base's name and its own path:
-    two adapters of one base are two models), else the Hugging Face id as given (`ID@REVISION` with one).
-    `adapter`: the adapter MODEL names where the caller has read it already (else it is read here)."""
+    `demo`, a directory's resolved path, an adapter as `BASE+FOLDER#DIGEST` (its base's name, its folder's
+    name and six hex digits of its path: `reachtui.model_names.adapter_name`), else the Hugging Face id as
+    given (`ID@REVISION` with one). `adapter`: the adapter MODEL names where the caller has read it already
+    (else it is read here)."""
     if spec in BUNDLED_MODELS:
         return spec
     if adapter is None:
         adapter = adapter_of(spec)
     if adapter is not None:
-        return f"{model_name(adapter.base)}+{adapter.path}"
+        return adapter_name(model_name(adapter.base), adapter.path)
     if Path(spec).expanduser().exists():
         return str(resolve_model(spec))
     return spec

@@ -29,7 +29,7 @@ from reachtui.model.decode import decode, eos_ids
 from reachtui.model.memory import is_oom, keep_freed_memory
 from reachtui.model.steppers import FullStepper, GrowingStepper
 from reachtui.model.stops import suspect_table
-from reachtui.generation import Decoding, Generation
+from reachtui.generation import Decoding, Generation, prompt_ids, prompt_token_counts
 from reachtui.intervention import Intervention
 from reachtui.routes import Route, identity, validate_route
 
@@ -148,14 +148,12 @@ class Runner:
     def encode(self, prompt: str) -> list[int]:
         """The prompt's token ids, with the tokenizer's defaults (as `tokenizer(prompt)` gives them) —
         except that a prompt already starting with the BOS token (a rendered chat template) gets no
-        second one."""
-        bos = getattr(self.tokenizer, "bos_token", None)
-        already = bool(bos) and prompt.startswith(bos)
-        return list(self.tokenizer(prompt, add_special_tokens=not already)["input_ids"])
+        second one (`reachtui.generation.prompt_ids`, the rule the length checks count by)."""
+        return prompt_ids(self.tokenizer, prompt)
 
     def prompt_lengths(self, prompts: list[str]) -> list[int]:
         """Tokens of each prompt, as `encode` gives them (what counts against `max_positions`)."""
-        return [len(self.encode(p)) for p in prompts]
+        return prompt_token_counts(self.tokenizer, prompts)
 
     def _check_fits(self, encoded: list[list[int]], max_new_tokens: int) -> None:
         """ReachError, before any work, if the longest prompt plus max_new_tokens exceeds max_positions."""

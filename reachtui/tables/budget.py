@@ -18,7 +18,7 @@ from reachtui import curves, stats
 from reachtui.probes import registry
 from reachtui.tables.formats import percent
 from reachtui.control import RunControl
-from reachtui.tables.source import ci_columns, controls, run_probes, runs_label
+from reachtui.tables.source import ci_columns, controls, left_out_notes, run_probes, runs_label
 from reachtui.tables.table import Column, Table
 
 #: {probe: [(n attempts, c correct, first hit k or None, number of questions), ...]}
@@ -116,6 +116,7 @@ def passk_table(store, run_ids: Sequence[int]) -> Table:
             if short > 0:
                 notes.append(f"run {run_id}, {probe}: {short} question(s) have fewer than {big_k} attempts "
                              "(or none yet): left out where k is beyond them")
+    notes += left_out_notes(store, run_ids)
     notes.append("95% intervals: Wilson over the questions counted; control = the same curve with each "
                  "question's attempts scored against its partner question's gold (chance control)")
     title = (f"Budget curves: pass@k ({registry.SAMPLE.name}), reachable@k ({registry.ROUTES.name}, "
@@ -144,6 +145,7 @@ def hits_table(store, run_ids: Sequence[int]) -> Table:
             if m < len(rc.question_ids):
                 notes.append(f"run {run_id}, {probe}: {len(rc.question_ids) - m} question(s) have no attempts "
                              "yet: left out")
+    notes += left_out_notes(store, run_ids)
     title = "Hit counts per question: correct attempts vs chance-control hits" + runs_label(run_ids)
     return Table("hits", title, list(HITS_COLUMNS), rows, notes=notes)
 

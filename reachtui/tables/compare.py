@@ -16,7 +16,7 @@ from reachtui.errors import ReachError
 from reachtui.probes import registry
 from reachtui.seeds import derive_seed
 from reachtui.stats import diff, frac, mcnemar_exact
-from reachtui.tables.source import ci_columns, probe_hits, run_info, run_probes
+from reachtui.tables.source import ci_columns, left_out_notes, probe_hits, run_info, run_probes
 from reachtui.tables.table import Column, Table
 
 CELLS = ("gained", "lost", "kept", "never")  # B vs A: gained = not in A, in B; lost = in A, not in B
@@ -38,6 +38,10 @@ def transition(a: bool, b: bool) -> str:
 
 
 COMPARE_COLUMNS = [
+    Column("run_a", "int", label="run A"),
+    Column("model_a", label="model A"),
+    Column("run_b", "int", label="run B"),
+    Column("model_b", label="model B"),
     Column("probe"),
     Column("n", "int"),
     Column("realized_a", "frac", label="realized A"),
@@ -252,6 +256,7 @@ def compare_runs(store, run_a: int, run_b: int, *, allow_unmatched: bool = False
     notes.insert(0, f"compared on the {len(common)} question(s) both runs have "
                     f"(run {run_a}: {len(sa)}, run {run_b}: {len(sb)})"
                  + ("" if len(common) == len(sa) == len(sb) else "; the others are left out"))
+    notes[1:1] = left_out_notes(store, [run_a, run_b] if run_a != run_b else [run_a])
     if info_a["status"] != "complete" or info_b["status"] != "complete":
         notes.append(f"run status: {run_a} {info_a['status']}, {run_b} {info_b['status']}")
 
@@ -268,6 +273,7 @@ def compare_runs(store, run_a: int, run_b: int, *, allow_unmatched: bool = False
         notes.append(f"{unknown_real} common question(s) lack a realized attempt in a run: "
                      "left out of the realized transitions")
     rows: list[tuple] = []
+    sides = (run_a, info_a["model"], run_b, info_b["model"])     # which run is A and which B, in every row
     for i, p in enumerate(probes):
         cell = {c: [] for c in CELLS}
         real_cell = {c: 0 for c in CELLS}
@@ -288,7 +294,7 @@ def compare_runs(store, run_a: int, run_b: int, *, allow_unmatched: bool = False
             notes.append(f"{p}: {len(common) - n} common question(s) lack attempts in a run: left out")
         real_a, real_b = _shares(real_cell, n)
         reach_a, reach_b = _shares({c: len(v) for c, v in cell.items()}, n)
-        rows.append((
+        rows.append(sides + (
             p, n, real_a, real_b, diff(real_b, real_a), real_lo, real_hi,
             reach_a, reach_b, diff(reach_b, reach_a), reach_lo, reach_hi,
             real_cell["gained"], real_cell["lost"], real_cell["kept"], real_cell["never"],
@@ -304,7 +310,7 @@ def compare_runs(store, run_a: int, run_b: int, *, allow_unmatched: bool = False
         vectors = Counter({(True, True): len(rc["kept"]), (True, False): len(rc["lost"]),
                            (False, True): len(rc["gained"]), (False, False): len(rc["never"])})
         real_lo, real_hi = _delta_interval(+vectors, bootstrap, seed, registry.REALIZED.name)
-        rows.append((None, n, real_a, real_b, diff(real_b, real_a), real_lo, real_hi,
+        rows.append(sides + (None, n, real_a, real_b, diff(real_b, real_a), real_lo, real_hi,
                      math.nan, math.nan, math.nan, math.nan, math.nan,
                      len(rc["gained"]), len(rc["lost"]), len(rc["kept"]), len(rc["never"]),
                      mcnemar_exact(len(rc["gained"]), len(rc["lost"])), None, None, None, None,
@@ -363,9 +369,10 @@ def compare_views(comparison: Comparison) -> list[Table]:
     scores.rows = [tuple(r[c.name] for c in scores.columns) for r in d]
     trans = Table(
         "compare-transitions",
-        f"Question transitions, run {a} to run {b}",
+        f"Question transitions, run {a} ({comparison.run_a['model']}) to run {b} ({comparison.run_b['model']}): "
+        f"gained = only in run {b}, lost = only in run {a}",
         [Column("measure"), Column("n", "int"), Column("gained", "int"), Column("lost", "int"),
-         Column("kept", "int"), Column("never", "int"), Column("p", "pvalue")],
+         Column("kept", "int"), Column("never", "int"), Column("p", "pvalue", label="McNemar p")],
         [],
         notes=list(t.notes),
         warnings=list(t.warnings),
@@ -383,8 +390,9 @@ def compare_views(comparison: Comparison) -> list[Table]:
                                r["reachable_kept"], r["reachable_never"], r["reachable_p"]))
     views = [scores, trans]
     if any(r["probe"] is not None for r in d):
-        cats = Table("compare-categories", f"Reach, run {a} to run {b}: preserved (both), expanded (only {b}), "
-                     f"shrunk (only {a}), out-of-reach (neither)",
+        cats = Table("compare-categories", f"Reach, run {a} ({comparison.run_a['model']}) to run {b} "
+                     f"({comparison.run_b['model']}): preserved (both), expanded (only run {b}), shrunk (only run "
+                     f"{a}), out-of-reach (neither)",
                      [Column("probe"), Column("n", "int")] + [Column(c, "int") for c in CATEGORIES.values()],
                      [(r["probe"], r["n"], r["reachable_kept"], r["reachable_gained"], r["reachable_lost"],
                        r["reachable_never"]) for r in d if r["probe"] is not None], warnings=list(t.warnings))

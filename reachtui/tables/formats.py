@@ -9,7 +9,9 @@ Column kinds decide how a value is written:
     pvalue            full precision in data formats, 3 significant digits for people
     bool              true/false in json, 1/0 in csv/tsv, "yes"/"no" for people
     interval          a folded interval cell for people ("[75.1, 85.0]"), numbers in text
-None and NaN are empty in csv/tsv, null in json, "–" for people.
+A missing value (None or NaN: `reachtui.stats.is_missing`) is empty in csv/tsv, null in json/ndjson and parquet,
+"–" for people (md, LaTeX, the terminal), and <NA> in pandas (NaN in its float columns: `table.PANDAS_DTYPES`);
+an integer column's values are integers in every format.
 
 `render`/`render_many` give text in a format; `fold_intervals` turns each interval `X_lo`, `X_hi` into
 one column for people ("X CI": "[75.1, 85.0]", or "X": "80.3 [75.1, 85.0]" with the value); `percent`
@@ -63,6 +65,8 @@ def _csv_value(v: Any, kind: str) -> Any:
         return ""
     if kind == "bool" or isinstance(v, bool):
         return 1 if v else 0
+    if kind == "int" and isinstance(v, float) and v.is_integer():
+        return int(v)
     return v
 
 
@@ -82,6 +86,8 @@ def human_value(v: Any, kind: str, signed: bool = False) -> str:
         return "yes" if v else "no"
     if kind == "int" and signed:
         return f"{int(v):+d}" if v else "0"
+    if kind == "int" and isinstance(v, float) and v.is_integer():
+        return str(int(v))
     return str(v)
 
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from reachtui.tables.formats import percent
-from reachtui.tables.source import runs_label
+from reachtui.tables.source import left_out_notes, runs_label
 from reachtui.tables.table import Column, Table
 
 MLP_COLUMNS = [
@@ -37,6 +37,7 @@ def mlp_scan_table(store, run_ids: Sequence[int]) -> Table:
         if not got:
             notes.append(f"run {run_id} has no MLP scan (audit with --mlp-scan)")
         rows += got
+    notes += left_out_notes(store, run_ids)
     if rows:
         notes.append(BEST_NOTE)
     title = "MLP silencing scan: repair rate on the failure set, break rate on the realized set"

@@ -13,7 +13,7 @@ import json
 from reachtui import __version__
 from reachtui.errors import ReachError
 from reachtui.tables.formats import to_records
-from reachtui.tables.table import Table
+from reachtui.tables.table import PANDAS_DTYPES, Table
 
 PARQUET = "parquet"
 
@@ -47,12 +47,27 @@ def _columns(table: Table) -> dict[str, list]:
     return out
 
 
+#: pandas' own name of each dtype of PANDAS_DTYPES, as pandas writes it into a parquet file's metadata.
+_PANDAS_TYPES = {"string": "unicode", "Int64": "int64", "boolean": "bool", "float64": "float64"}
+
+
+def pandas_metadata(table: Table) -> str:
+    """The `pandas` schema metadata pandas itself writes (`DataFrame.to_parquet`), naming each column's
+    dtype (`PANDAS_DTYPES`): `pandas.read_parquet` then gives the frame `reachtui.api`'s `to_pandas` gives, an
+    integer column with a missing value still Int64 (not float64 with NaN), text `string` with <NA>."""
+    columns = [{"name": c.name, "field_name": c.name, "pandas_type": _PANDAS_TYPES[PANDAS_DTYPES[c.kind]],
+                "numpy_type": PANDAS_DTYPES[c.kind], "metadata": None} for c in table.columns]
+    return json.dumps({"index_columns": [], "column_indexes": [], "columns": columns,
+                       "creator": {"library": "reachtui", "version": __version__}, "pandas_version": "2.0.0"})
+
+
 def schema_metadata(table: Table) -> dict[str, str]:
-    """What travels with the cells: the table's name and title, its notes and warnings (json lists)."""
+    """What travels with the cells: the table's name and title, its notes and warnings (json lists), and how
+    pandas types its columns (`pandas_metadata`)."""
     return {"reachtui.table": table.name, "reachtui.title": table.title,
             "reachtui.notes": json.dumps(list(table.notes), ensure_ascii=False),
             "reachtui.warnings": json.dumps(list(table.warnings), ensure_ascii=False),
-            "reachtui.version": __version__}
+            "reachtui.version": __version__, "pandas": pandas_metadata(table)}
 
 
 def to_parquet(table: Table) -> bytes:

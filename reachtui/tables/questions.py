@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from reachtui.metadata import table_columns
 from reachtui.probes import registry
-from reachtui.tables.source import column_suffix, controls, run_probes, runs_label
+from reachtui.tables.source import column_suffix, controls, left_out_notes, run_probes, runs_label
 from reachtui.tables.table import Column, Table
 
 ATTEMPT_COLUMNS = [
@@ -75,7 +75,7 @@ def questions_table(store, run_ids: Sequence[int]) -> Table:
     rows = [row + cells for row, cells in zip(rows, meta_cells)]
     title = "Questions: realized, reachable and first hit per probe, chance control" + runs_label(run_ids)
     columns = _question_columns(probes) + [Column(name, kind) for name, kind in meta_cols]
-    return Table("questions", title, columns, rows, notes=notes)
+    return Table("questions", title, columns, rows, notes=notes + left_out_notes(store, run_ids))
 
 
 def meta_keys(metas) -> list[str]:
@@ -93,4 +93,4 @@ def attempts_table(store, run_ids: Sequence[int]) -> Table:
     for run_id in run_ids:
         rows += store.attempt_export(run_id)
     title = "Attempts" + runs_label(run_ids)
-    return Table("attempts", title, list(ATTEMPT_COLUMNS), rows, plain=True)
+    return Table("attempts", title, list(ATTEMPT_COLUMNS), rows, notes=left_out_notes(store, run_ids), plain=True)

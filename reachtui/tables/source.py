@@ -72,6 +72,32 @@ def run_notes(info: dict[str, Any], probes_done: dict[str, int] | None, n: int) 
     return notes
 
 
+#: How many left-out question ids a table's note names.
+LEFT_OUT_IDS = 5
+
+
+def left_out_note(run_id: int, n_questions: int, skipped: Sequence[tuple[str, int | None]]) -> str | None:
+    """The note of a run that left out questions because their prompts do not fit the model's positions
+    (`--skip-long`; `skipped`: `Store.skipped_questions`), or None when it left none out."""
+    k = len(skipped)
+    if not k:
+        return None
+    ids = ", ".join(qid for qid, _ in skipped[:LEFT_OUT_IDS]) + (f" and {k - LEFT_OUT_IDS} more"
+                                                                if k > LEFT_OUT_IDS else "")
+    return (f"run {run_id} left out {k} of {n_questions + k} questions: their prompts do not fit the model's "
+            f"positions (--skip-long; id{'s' if k > 1 else ''} {ids}); every figure is over the other {n_questions}")
+
+
+def left_out_notes(store, run_ids: Sequence[int]) -> list[str]:
+    """`left_out_note` of each run that left questions out: every table says it under itself."""
+    notes = []
+    for run_id in run_ids:
+        skipped = store.skipped_questions(run_id)
+        if skipped:
+            notes.append(left_out_note(run_id, int(store.get_run(run_id)["n_questions"]), skipped))
+    return notes
+
+
 def runs_label(run_ids: Sequence[int]) -> str:
     if len(run_ids) == 1:
         return f" (run {run_ids[0]})"

@@ -21,7 +21,8 @@ from reachtui.stats import diff, frac, is_missing
 from reachtui.tables.budget import control_points, curve_lines, groups_of, probe_curves
 from reachtui.tables.formats import fold_intervals, human_cells, percent
 from reachtui.tables.mlp import mlp_lines
-from reachtui.tables.source import budgets, chance, ci_columns, run_info, run_notes, runs_label
+from reachtui.tables.source import (budgets, chance, ci_columns, left_out_note, left_out_notes, run_info,
+                                    run_notes, runs_label)
 from reachtui.tables.table import Column, Table, select
 
 REALIZED = registry.REALIZED.name
@@ -67,6 +68,14 @@ SUMMARY_NOTE = (
     "against another question's gold of the same answer stratum (chance control); excess = reachable - control; "
     "robust = at least 2 correct attempts; answers/question = distinct extracted answers; no answer = "
     "share of attempts with no extracted answer; chance = 1-(1-1/m)^K for m-way multiple choice")
+
+
+#: The columns the retained notes explain, and those SUMMARY_NOTE explains (a summary selected to other columns,
+#: as `reachtui import` prints it, goes without them).
+RETAINED_COLUMNS = ("retained", "retained_lo", "retained_hi", "retained_logprob", "retained_logprob_lo",
+                    "retained_logprob_hi")
+LEGEND_COLUMNS = tuple(c.name for c in SUMMARY_COLUMNS if c.name.endswith(("_lo", "_hi"))) + RETAINED_COLUMNS + (
+    "control", "excess", "robust", "answers", "no_answer", "chance")
 
 
 def _wilson_keys(row: dict[str, Any], key: str, x: float | None, n: int) -> None:
@@ -312,11 +321,14 @@ def summary_table(store, run_ids: Sequence[int], *, bootstrap: int = stats.DEFAU
             cells.append(dict(values, label=values["probe"] + (f", run {run_id}" if len(run_ids) > 1 else "")))
         done = {r["probe"]: r["n_attempted"] for r in got}
         notes += run_notes(info, done, got[0]["n"])
-    notes += outcomes.gap_retained_notes(cells, ("retained", "retained_logprob"))
-    notes.append(SUMMARY_NOTE + (f" ({bootstrap} bootstrap replicates, seed {seed})" if bootstrap > 0 else
-                                 " (bootstrap off: no gap/excess/retained intervals)"))
+    notes += left_out_notes(store, run_ids)
+    gap_notes = outcomes.gap_retained_notes(cells, ("retained", "retained_logprob"))
+    legend = SUMMARY_NOTE + (f" ({bootstrap} bootstrap replicates, seed {seed})" if bootstrap > 0 else
+                             " (bootstrap off: no gap/excess/retained intervals)")
+    explains = {n: ("gap",) if n.endswith(outcomes.NEGATIVE_GAP) else RETAINED_COLUMNS for n in gap_notes}
+    explains[legend] = LEGEND_COLUMNS
     title = "Realized vs reachable per probe" + runs_label(run_ids)
-    return Table("summary", title, list(SUMMARY_COLUMNS), rows, notes=notes)
+    return Table("summary", title, list(SUMMARY_COLUMNS), rows, notes=notes + gap_notes + [legend], explains=explains)
 
 
 def summary_views(table: Table) -> list[Table]:
@@ -342,6 +354,7 @@ def summary_views(table: Table) -> list[Table]:
     a.notes = []
     b = select(t, columns=second_cols)
     b.title = "Answer-blind selection and answer scatter" + label
+    b.notes = list(t.notes)        # under the second table: the notes of both
     return [a, b]
 
 
@@ -389,4 +402,8 @@ def closing(store, run_id: int) -> tuple[Table, list[str]]:
     then `closing_lines`)."""
     rows = summary_rows(store, run_id, intervals=True)
     table = closing_table(run_id, rows)
+    skipped = store.skipped_questions(run_id)
+    if skipped:       # --skip-long: the title and a note say how many questions are not in the figures
+        table.title += f", {len(skipped)} left out (too long)"
+        table.notes.insert(1, left_out_note(run_id, rows[0]["n"], skipped))
     return table, table.notes + closing_lines(store, run_id, rows)

@@ -16,6 +16,12 @@ from reachtui.stats import is_missing
 #: How a column's values are written (see `reachtui.tables.formats`).
 KINDS = ("text", "int", "frac", "float", "pvalue", "bool", "interval")   # interval: "[75.1, 85.0]" for people
 
+#: A column kind's pandas dtype, the same whether the frame comes from `Rows.to_pandas` (reachtui.api) or from
+#: `pandas.read_parquet` of an export (reachtui.tables.parquet writes it into the file): integers, booleans and
+#: text nullable (a missing value is <NA>, an integer column stays integer), numbers float64 (missing: NaN).
+PANDAS_DTYPES = {"text": "string", "interval": "string", "int": "Int64", "bool": "boolean", "frac": "float64",
+                 "float": "float64", "pvalue": "float64"}
+
 
 # --------------------------------------------------------------------------------------------------
 # The table value
@@ -49,6 +55,13 @@ class Table:
     #: every value is None, an int, a float or a str as SQLite returned it (no NaN, no bool: a bool column
     #: holds 0/1), so csv writes the rows as they are; the raw attempts of a large run are millions of rows
     plain: bool = False
+    #: note -> the columns it explains: `select` keeps such a note only while one of them is in the table
+    #: (a note not in it is about the table as a whole, and stays)
+    explains: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def quiet(self) -> Table:
+        """The table without its notes (`--quiet`); its warnings stay."""
+        return replace(self, notes=[])
 
     @property
     def column_names(self) -> list[str]:
@@ -108,7 +121,8 @@ def select(
     """A new Table with only the rows matching `where` (SQL over the table's columns), only `columns`.
 
     The SQL runs against a private in-memory copy of the table's rows, never against the store, and
-    only one statement is accepted. Unknown columns or bad SQL raise ReachError; so does SQL that runs
+    only one statement is accepted. With `columns`, a note that explains only columns left out goes too
+    (`Table.explains`). Unknown columns or bad SQL raise ReachError; so does SQL that runs
     longer than `timeout` seconds (an endless recursive CTE) or makes a value over 16 MB (randomblob).
     """
     names = table.column_names
@@ -119,6 +133,9 @@ def select(
                 f"unknown column {unknown[0]!r} in table {table.name}; columns: {', '.join(names)}"
             )
         cols = [table.column(c) for c in columns]
+        kept = set(columns)       # a note stays where it explains a column still shown
+        notes = [n for n in table.notes if n not in table.explains or kept & set(table.explains[n])]
+        table = replace(table, notes=notes)
     else:
         cols = list(table.columns)
     if not where and not order and limit is None:

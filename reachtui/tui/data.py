@@ -33,6 +33,11 @@ class RunInfo:
     status: str
     n_questions: int
     probes: tuple[str, ...]  # reach probes, in protocol order
+    n_skipped: int = 0       # questions left out: their prompts do not fit the model (--skip-long)
+
+    def questions_label(self, n: int) -> str:
+        """The header's question count: n, and how many questions the run left out (`--skip-long`)."""
+        return f"n={n}" + (f", {self.n_skipped} left out (too long)" if self.n_skipped else "")
 
     @property
     def answer_format(self) -> str:
@@ -100,7 +105,8 @@ class AuditData:
         return RunInfo(id=row["id"], model=row["model"], model_path=row.get("model_path"),
                        num_layers=row.get("num_layers"), task=row["task"], task_path=row.get("task_path"),
                        protocol=protocol, protocol_hash=row["protocol_hash"], status=row["status"],
-                       n_questions=row["n_questions"], probes=self.reach_probes(run_id, protocol))
+                       n_questions=row["n_questions"], probes=self.reach_probes(run_id, protocol),
+                       n_skipped=len(self.store.skipped_questions(run_id)))
 
     def reach_probes(self, run_id: int, protocol: Protocol | None) -> tuple[str, ...]:
         """The run's reach probes: the protocol's, in order, then any others found in its attempts."""

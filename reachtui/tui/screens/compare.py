@@ -48,18 +48,19 @@ def header_line(probes) -> str:
 
 def score_lines(comparison) -> list[Text]:
     """The comparison's numbers, per probe: realized and reachable in A and B, Δ with its 95% paired-
-    bootstrap interval, McNemar p (the rows of `reachtui compare`); the probes it leaves out, and why."""
+    bootstrap interval, McNemar p (the rows of `reachtui compare`); the probes and questions it leaves out,
+    and why."""
     a, b = comparison.run_a, comparison.run_b
     head = Text()
-    head.append(f"run {b['run']} {b['model']}", style="bold")
+    head.append(f"B run {b['run']} {b['model']}", style="bold")
     head.append(" vs ", style="dim")
-    head.append(f"run {a['run']} {a['model']}", style="bold")
+    head.append(f"A run {a['run']} {a['model']}", style="bold")
     head.append(f" on {a['task']} · Δ = B − A · {comparison.n_common} questions", style="dim")
     for w in comparison.table.warnings:
         head.append(f"  {w}", style="bold red")
     lines = [head]
     for note in comparison.table.notes:     # the probes left out: unmatched, or in one run only
-        if "not compared" in note:
+        if "not compared" in note or "--skip-long" in note:
             lines.append(Text(note, style="yellow"))
     for r in comparison.table.dicts():
         t = Text()
@@ -70,7 +71,7 @@ def score_lines(comparison) -> list[Text]:
             t.append(f"{what} {percent(r[f'{what}_a'])} → {percent(r[f'{what}_b'])} ", style="")
             t.append(f"Δ {percent(r[f'{what}_delta'], r[f'{what}_delta_lo'], r[f'{what}_delta_hi'], signed=True)}",
                      style="bold green" if r[f"{what}_delta"] > 0 else "bold red" if r[f"{what}_delta"] < 0 else "")
-            t.append(f" p {r[f'{what}_p']:.3g}   ", style="dim")
+            t.append(f" McNemar p {r[f'{what}_p']:.3g}   ", style="dim")
         lines.append(t)
     return lines
 

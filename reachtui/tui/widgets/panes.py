@@ -116,7 +116,7 @@ def counter_text(run: RunInfo | None, c: Counters | None) -> Text:
         if c.final():
             t.append(f"  gap {human_value(gap(reachable, c.share(c.realized)), 'frac', signed=True)}", style="")
         t.append(f"  F={c.failure[p]}", style="bold")
-    t.append(f"  │ n={c.n}", style="dim")
+    t.append(f"  │ {run.questions_label(c.n)}", style="dim")
     return t
 
 
