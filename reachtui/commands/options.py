@@ -240,6 +240,26 @@ mlp_scan_choice = _late(
     late_help=lambda: f"MLP scan after the probes, on failure:PROBE (auto: {_default_scan()}).")
 
 
+# -- a serving engine (audit, open, generate; checked in reachtui.commands.serving) ------------------------
+
+#: --server URL, --server-model NAME, --api-key-env VAR, --concurrency N, --request-timeout SECONDS.
+server_options = _stack(
+    click.option("--server", "server_url", default=None, metavar="URL",
+                 help="Generate through an OpenAI-compatible server (vLLM, SGLang, ...) at URL, e.g. "
+                      "http://127.0.0.1:8000/v1: realized and sample only. MODEL still gives the tokenizer and "
+                      "config (prompts go as token ids); the server holds the weights."),
+    click.option("--server-model", "server_model", default=None, metavar="NAME",
+                 help="The served model to ask for [default: the one the server's /v1/models lists]."),
+    click.option("--api-key-env", "api_key_env", default=None, metavar="VAR",
+                 help="The environment variable holding the server's API key (the key itself is never an "
+                      "option, and never stored or printed)."),
+    click.option("--concurrency", type=numbers.INT, default=None,
+                 help="Requests in flight at once with --server [default: 64]."),
+    click.option("--request-timeout", "request_timeout", type=numbers.FLOAT, default=None, metavar="SECONDS",
+                 help="How long one request to the server may take before it is tried again [default: 600]."),
+)
+
+
 # -- checks -----------------------------------------------------------------------------------------
 
 

@@ -146,12 +146,10 @@ class Runner:
         self.prefixes.clear()
 
     def encode(self, prompt: str) -> list[int]:
-        """The prompt's token ids, with the tokenizer's defaults (as `tokenizer(prompt)` gives them) —
-        except that a prompt already starting with the BOS token (a rendered chat template) gets no
-        second one."""
-        bos = getattr(self.tokenizer, "bos_token", None)
-        already = bool(bos) and prompt.startswith(bos)
-        return list(self.tokenizer(prompt, add_special_tokens=not already)["input_ids"])
+        """The prompt's token ids (`reachtui.model.load.encode_prompt`: no second BOS)."""
+        from reachtui.model.load import encode_prompt
+
+        return encode_prompt(self.tokenizer, prompt)
 
     def prompt_lengths(self, prompts: list[str]) -> list[int]:
         """Tokens of each prompt, as `encode` gives them (what counts against `max_positions`)."""
