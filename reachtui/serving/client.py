@@ -133,13 +133,15 @@ class Client:
             try:
                 response = await self.http.post("completions", json=body)
             except httpx.TransportError as exc:      # refused, reset, cut short, timed out
-                last = self._why(exc)
+                last, reason = self._why(exc), type(exc).__name__
             else:
                 status = response.status_code
+                reason = f"{status} {response.reason_phrase}".strip()
                 if status == 200:
                     choice, last = self._choice(response)
                     if choice is not None:
                         return choice
+                    reason = last.split(" (")[0]
                 elif status in PROMPT_STATUSES:
                     raise PromptRefused(f"the server at {self.where} refused its prompt of {len(body['prompt'])} "
                                         f"tokens ({self._status(response)})")
@@ -155,7 +157,7 @@ class Client:
                     raise EnvironmentFault(f"the server at {self.where} answered a completion with "
                                            f"{self._status(response)}")
             if attempt + 1 < TRIES:
-                self.retried[last.split(":")[0]] += 1
+                self.retried[reason] += 1
                 await asyncio.sleep(wait if wait is not None else _backoff(attempt))
         raise EnvironmentFault(f"the server at {self.where} gave no completion in {TRIES} tries of a request "
                                f"(last: {last})")

@@ -28,6 +28,7 @@ from importlib.metadata import PackageNotFoundError, version
 from reachtui.errors import EnvironmentFault, ReachError
 from reachtui.generation import Decoding, Generation, PromptRefused
 from reachtui.intervention import Intervention
+from reachtui.routes import identity
 from reachtui.serving.client import Client, ServerOptions, api_key
 
 #: How a refusal of what needs the model's layers goes on.
@@ -160,13 +161,14 @@ class ServerRunner:
 
     # -- the Runner contract -----------------------------------------------------------------------------
     def resolve(self, intervention) -> Intervention:
-        """The model as deployed only: a route or silenced MLPs are refused (`layers_refused`)."""
+        """The model as deployed, its route written out (the identity route, where MODEL's config gives the
+        layers); a route or silenced MLPs are refused (`layers_refused`)."""
         iv = Intervention.of(intervention)
         if iv.silenced:
             raise layers_refused("silencing MLP blocks")
         if iv.route is not None and not (self.num_layers and iv.route.is_identity(self.num_layers)):
             raise layers_refused("a layer route")
-        return iv.normalized(self.num_layers) if self.num_layers else iv
+        return Intervention(identity(self.num_layers)) if self.num_layers else Intervention()
 
     def suggest_batch_size(self, prompts, max_new_tokens: int, route_len: int) -> tuple[int, str]:
         """Attempts per engine call (one store transaction): the requests in flight at once."""
@@ -181,7 +183,7 @@ class ServerRunner:
         if not retried:
             return []
         reasons = ", ".join(f"{why} x{n}" for why, n in retried.most_common())
-        return [f"{sum(retried.values())} request(s) to {self.client.where} tried again ({reasons})"]
+        return [f"{sum(retried.values())} retries of requests to {self.client.where} ({reasons})"]
 
     def generate(self, prompts: list[str], intervention=None, *, decoding: Decoding = Decoding(),
                  seeds: list[int] | None = None, batch_size: int = 64) -> list[Generation]:
