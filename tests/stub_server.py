@@ -11,6 +11,7 @@ is queued for the next request:
   cut              a Content-Length larger than the body, then the connection closed
   echo-key         401 whose message repeats the Authorization header it was sent
 
+`tokens` answers with token ids and their log-probs (as vLLM's return_token_ids), made from the request.
 `fail_always` makes every completion after the first `fail_after` that fault; `max_prompt` answers longer prompts (token ids) with a
 400 like vLLM's context-length error. It counts requests, records the bodies and headers, and the most
 requests it held at once (`peak`).
@@ -27,9 +28,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class StubServer:
     def __init__(self, *, model: str = "stub-model", faults=(), fail_always: str | None = None, fail_after: int = 0,
                  max_prompt: int | None = None, max_model_len: int | None = None, delay: float = 0.0,
-                 slow_s: float = 2.0) -> None:
+                 slow_s: float = 2.0, tokens=None) -> None:
         self.model, self.faults, self.fail_always, self.fail_after = model, list(faults), fail_always, fail_after
         self.max_prompt, self.max_model_len, self.delay, self.slow_s = max_prompt, max_model_len, delay, slow_s
+        self.tokens = tokens        # body -> (token ids, log-probs): answer with these, as vLLM does
         self.bodies: list[dict] = []
         self.auth: list[str | None] = []
         self.lock = threading.Lock()
@@ -95,6 +97,9 @@ class StubServer:
                 text = f" #### {n}"
                 choice = {"index": 0, "text": text, "finish_reason": "stop",
                           "logprobs": {"token_logprobs": [-0.5, -0.25, -0.125], "tokens": []}}
+                if stub.tokens is not None:
+                    choice["token_ids"], choice["logprobs"]["token_logprobs"] = stub.tokens(body)
+                    choice["text"] = "(the client decodes the token ids)"
                 if fault == "nologprobs":
                     choice.pop("logprobs")
                 self.reply(200, {"object": "text_completion", "model": stub.model, "choices": [choice]})

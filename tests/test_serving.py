@@ -255,3 +255,62 @@ def test_the_engine_is_matched_only_where_decoding_samples():
     from reachtui.commands.options import protocol_of
 
     assert protocol_of(None).engine is None
+
+
+async def test_open_runs_the_audit_through_the_server_and_a_route_is_refused_in_the_app(tmp_path, monkeypatch):
+    """`reachtui open demo --server URL` as the command parses it: connected before the app, the audit fills
+    the table through the server; enter runs the question through it; an edited route is one line."""
+    import reachtui.commands.open as open_cmd
+    from conftest import settle
+
+    from reachtui.tui.app import Launch, ReachApp
+
+    started = {}
+    monkeypatch.setattr(open_cmd, "_run_app", lambda path, run_id, launch_kw, **kw: started.update(
+        path=path, run_id=run_id, launch=launch_kw))
+    path = tmp_path / "live.sqlite"
+    with StubServer() as stub:
+        code, _, err = run_main(["open", "demo", "--limit", "3", "--probes", "sample", "--budget", "2",
+                                 "--store", str(path), "--server", stub.url])
+        assert code == 0, err
+        app = ReachApp(path, started["run_id"], launch=Launch(**started["launch"]))
+        async with app.run_test(size=(150, 42)) as pilot:
+            for _ in range(60):
+                await settle(app, pilot, 0.2)
+                if app.run_info is not None and app.run_info.status == "complete":
+                    break
+            assert app.run_info.status == "complete" and len(app.table.rows) == 3
+            assert app.run_info.protocol.engine == "stub 9.9.9 serving stub-model"
+            assert app.model_status.startswith("stub 9.9.9 serving stub-model ready at")
+            asked = stub.completions
+            await pilot.press("enter")
+            await settle(app, pilot)
+            assert app.last_live["text"].startswith(" #### ") and stub.completions == asked + 1
+            await pilot.press("x", "enter")          # skip a layer, run: refused, nothing asked of the server
+            await settle(app, pilot)
+            assert stub.completions == asked + 1
+            assert any("a layer route with --server" in str(n.message) for n in app._notifications)
+        app.runner.close()
+    assert stub.completions == ATTEMPTS + 1
+
+
+def test_returned_token_ids_are_cut_by_the_in_process_stop_rule(tmp_path):
+    """A server that runs past the stop string (or ignores it): the tokens are cut where the in-process
+    engine cuts them (the first count whose text holds a stop), the text decoded from them, the log-prob
+    mean over those tokens only."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(DEMO_MODEL_DIR)
+    ids = tok(" 3+4=7. #### 7\n#### 9\n", add_special_tokens=False)["input_ids"]
+    first = next(n for n in range(1, len(ids) + 1) if "\n" in tok.decode(ids[:n], skip_special_tokens=True))
+    logprobs = [-0.1 * (k + 1) for k in range(len(ids))]
+    with StubServer(tokens=lambda body: (ids, logprobs)) as stub:
+        from reachtui.generation import Decoding
+        from reachtui.serving import ServerOptions, connect
+
+        with connect("demo", ServerOptions(stub.url)) as runner:
+            gen, = runner.generate(["Question: What is 3 + 4?\nAnswer:"], decoding=Decoding(stop=("\n",)))
+            wide, = runner.generate(["Question: What is 3 + 4?\nAnswer:"], decoding=Decoding(stop=("9",)))
+    assert (gen.text, gen.token_ids, gen.new_tokens, gen.finish) == (" 3+4=7. #### 7", ids[:first], first, "stop")
+    assert gen.mean_logprob == pytest.approx(sum(logprobs[:first]) / first)
+    assert wide.text == " 3+4=7. #### 7\n#### " and wide.new_tokens == len(ids) - 1

@@ -301,6 +301,14 @@ class ServerRunner:
             body.update(return_token_ids=True, top_k=0, min_p=0.0, repetition_penalty=1.0)
         return body
 
+    def _watch(self, stops: tuple[str, ...]):
+        from reachtui.model.stops import StopWatch
+
+        stops = tuple(s for s in stops if s)
+        if stops not in self._stops:
+            self._stops[stops] = StopWatch(self.tokenizer, stops)
+        return self._stops[stops]
+
     def _encode(self, prompt: str) -> list[int]:
         ids = self._ids.get(prompt)
         if ids is None:
@@ -312,20 +320,23 @@ class ServerRunner:
         return ids
 
     def _generation(self, choice: dict, ids: list[int], dec: Decoding) -> Generation:
-        """A `Generation` as the in-process engine makes it: the tokens up to the first stop (the exact
-        rule), the text decoded from them and cut there, the mean log-prob of those tokens."""
-        from reachtui.model.stops import StopWatch, cut_at_stop
+        """A `Generation` as the in-process engine makes it: the tokens up to the first count whose text holds
+        a stop (the exact rule of `reachtui.model.stops`; a server stops at the first stop it sees, so that is
+        the last token unless a shorter prefix's text holds one too), the text decoded from them and cut
+        there, the mean log-prob of those tokens."""
+        from reachtui.model.stops import cut_at_stop, has_stop
 
         logprobs = choice["logprobs"]["token_logprobs"]
         tokens = choice.get("token_ids")
         finish = "length" if choice.get("finish_reason") == "length" else "eos"
         if isinstance(tokens, list) and all(isinstance(t, int) for t in tokens):
-            stops = tuple(s for s in dec.stop if s)
-            watch = self._stops.get(stops) or self._stops.setdefault(stops, StopWatch(self.tokenizer, stops))
-            n = watch.first_stop(tokens)
-            if n is not None:
-                tokens, finish = tokens[:n], "stop"
             text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+            if has_stop(text, dec.stop):
+                n = len(tokens)
+                if n > 1 and has_stop(self.tokenizer.decode(tokens[:-1], skip_special_tokens=True), dec.stop):
+                    n = self._watch(dec.stop).first_stop(tokens)       # an earlier stop: the whole rule
+                tokens, finish = tokens[:n], "stop"
+                text = self.tokenizer.decode(tokens, skip_special_tokens=True)
         else:               # a server that does not give token ids: its text and its count of log-probs
             text, tokens = choice["text"], []
         text, cut = cut_at_stop(text, dec.stop)
