@@ -335,8 +335,8 @@ class ServerRunner:
                 n = len(tokens)
                 if n > 1 and has_stop(self.tokenizer.decode(tokens[:-1], skip_special_tokens=True), dec.stop):
                     n = self._watch(dec.stop).first_stop(tokens)       # an earlier stop: the whole rule
+                    text = self.tokenizer.decode(tokens[:n], skip_special_tokens=True)
                 tokens, finish = tokens[:n], "stop"
-                text = self.tokenizer.decode(tokens, skip_special_tokens=True)
         else:               # a server that does not give token ids: its text and its count of log-probs
             text, tokens = choice["text"], []
         text, cut = cut_at_stop(text, dec.stop)
