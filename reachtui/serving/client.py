@@ -35,6 +35,10 @@ MAX_WAIT = 30.0
 RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 #: Statuses that refuse one prompt (its length, its parameters): the engine names the question.
 PROMPT_STATUSES = frozenset({400, 413, 422})
+#: Connections per httpx pool. httpx's pool looks over every connection for every request waiting on each
+#: event, so its work grows with the square of what it holds: 64 requests in flight cost 3-5 ms of CPU
+#: each in one pool, 1.4 ms in 8 pools of 8 (measured against vLLM on the demo model).
+POOL_SIZE = 8
 
 
 @dataclass(frozen=True)
@@ -83,23 +87,30 @@ def api_key(env: str | None) -> str | None:
 
 
 class Client:
-    """Requests to one server, `concurrency` at a time at most (httpx's connection pool). Make it, use it
-    and `aclose` it on one event loop."""
+    """Requests to one server, `concurrency` at a time at most: each holds one of `concurrency` slots, and slot
+    k sends through pool k // POOL_SIZE, so no pool ever queues. Make it, use it and `aclose` it on one event
+    loop."""
 
     def __init__(self, options: ServerOptions, key: str | None) -> None:
         self.url = base_url(options.url)
         self.where = shown(self.url)
         self._key = key
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self.http = httpx.AsyncClient(
-            base_url=self.url + "/", headers=headers, trust_env=False,
-            timeout=httpx.Timeout(options.timeout, connect=min(options.timeout, 30.0)),
-            limits=httpx.Limits(max_connections=options.concurrency,
-                                max_keepalive_connections=options.concurrency))
+        timeout = httpx.Timeout(options.timeout, connect=min(options.timeout, 30.0))
+        size = min(POOL_SIZE, options.concurrency)
+        limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
+        self.pools = [httpx.AsyncClient(base_url=self.url + "/", headers=headers, trust_env=False, timeout=timeout,
+                                        limits=limits) for _ in range(-(-options.concurrency // size))]
+        self.http = self.pools[0]
+        self._free: asyncio.Queue[int] = asyncio.Queue()
+        for slot in range(options.concurrency):
+            self._free.put_nowait(slot)
+        self._size = size
         self.retried: Counter[str] = Counter()    # why requests were tried again, since last asked
 
     async def aclose(self) -> None:
-        await self.http.aclose()
+        for pool in self.pools:
+            await pool.aclose()
 
     def scrub(self, text: str) -> str:
         """`text` without the API key (a server may echo the header it refused)."""
@@ -127,11 +138,18 @@ class Client:
     async def complete(self, body: dict) -> dict:
         """POST /completions with `body` (one choice asked for); its one choice, checked to hold text and
         log-probs, after as many tries as it takes (at most TRIES)."""
+        slot = await self._free.get()
+        try:
+            return await self._complete(body, self.pools[slot // self._size])
+        finally:
+            self._free.put_nowait(slot)
+
+    async def _complete(self, body: dict, http: httpx.AsyncClient) -> dict:
         last = ""
         for attempt in range(TRIES):
             wait = None
             try:
-                response = await self.http.post("completions", json=body)
+                response = await http.post("completions", json=body)
             except httpx.TransportError as exc:      # refused, reset, cut short, timed out
                 last, reason = self._why(exc), type(exc).__name__
             else:
