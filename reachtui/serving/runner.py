@@ -152,7 +152,6 @@ class ServerRunner:
         self._slots = asyncio.Semaphore(concurrency)
         self._ids: dict[str, list[int]] = {}
         self._stops: dict[tuple, object] = {}
-        self._eos = {t for t in (getattr(tokenizer, "eos_token_id", None),) if isinstance(t, int)}
         reported = {k: v for k, v in entry.items() if k not in ("created", "permission", "object")}
         self.info = dict(name=name, path=facts["path"], model_class=facts["model_class"], device=f"server {client.where}",
                          dtype=None, torch=None, transformers=_version_of("transformers"),
@@ -228,6 +227,9 @@ class ServerRunner:
             future.cancel()
 
     def close(self) -> None:
+        """Close the connections and stop the loop (once; a second call does nothing)."""
+        if not self._loop.loop.is_running():
+            return
         try:
             self._loop.run(self.client.aclose())
         finally:
