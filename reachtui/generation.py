@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from reachtui.errors import ReachError
+
 if TYPE_CHECKING:
     from reachtui.intervention import Intervention
 
@@ -117,6 +119,15 @@ class Runner(Protocol):
     def resolve(self, intervention: Intervention | None) -> Intervention:
         """The intervention checked against the model, its route written out (the identity route when it
         has none); ReachError, one line, where it does not fit the model."""
+
+
+class PromptRefused(ReachError):
+    """A runner's refusal of one prompt (a serving engine's context-length error), with the prompt: the engine
+    names its question."""
+
+    def __init__(self, message: str, prompt: str | None = None) -> None:
+        super().__init__(message)
+        self.prompt = prompt
 
 
 @runtime_checkable

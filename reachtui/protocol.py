@@ -1,7 +1,8 @@
 """The protocol: everything that decides an audit's outcomes, frozen, validated and hashed.
 
 The hash identifies a run's protocol: it covers every field that can change an attempt (prompt, answer
-format, stop strings, decoding, probes with budgets/temperatures, route sampler, MCTS, seed) or the chance
+format, stop strings, decoding, probes with budgets/temperatures, route sampler, MCTS, seed, the sampler and
+the serving engine, if one generates) or the chance
 control reported beside every reachability figure, and nothing that cannot (the model, the store path).
 Values are coerced on construction (a temperature of 1 is 1.0, probes in canonical order), so equal
 protocols written differently hash the same.
@@ -86,7 +87,7 @@ DEPLOYMENT_FIELDS = ("template", "chat", "system", "fewshot", "answer_format", "
 
 #: (table, field, value before the field existed): settings added after runs were first stored. At that
 #: value they are left out of the canonical JSON, so the hash of an older run's protocol does not change.
-LATER_FIELDS = (("mcts", "widening", 2.0), ("", "sampler", 1))
+LATER_FIELDS = (("mcts", "widening", 2.0), ("", "sampler", 1), ("", "engine", None))
 
 
 @dataclass(frozen=True)
@@ -224,6 +225,9 @@ class Protocol:
     seed: int = 0
     control: ControlParams = field(default_factory=ControlParams)  # the chance control's derangement
     sampler: int = SAMPLER_VERSION  # how sampled tokens are drawn (reachtui.generation.SAMPLER_VERSION)
+    #: where attempts are generated: None in-process (reachtui's own decoding), else the serving engine
+    #: (`reachtui.serving`: "KIND VERSION serving NAME"), whose sampler draws instead. Set by the command.
+    engine: str | None = None
 
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen)
@@ -252,6 +256,8 @@ class Protocol:
         if self.seed < 0:
             raise ReachError(f"protocol: seed must be >= 0, not {self.seed}")
         _at_most(self.seed, MAX_SEED, "seed", "a 64-bit integer")
+        if self.engine is not None and (not isinstance(self.engine, str) or not self.engine.strip()):
+            raise ReachError(f"protocol: engine must be a non-empty text, not {_short(self.engine)}")
         if self.sampler not in SAMPLERS:
             raise ReachError(f"protocol: sampler must be one of {', '.join(map(str, SAMPLERS))}, not {self.sampler}")
         if self.routes_mode not in ROUTES_MODES:
@@ -329,9 +335,9 @@ class Protocol:
 
     def match_settings(self, probe: str = registry.REALIZED.name) -> dict:
         """What two runs must share to be compared on `probe` ("realized": the default deployment). The
-        deployment: DEPLOYMENT_FIELDS and the grader's version, and the sampler version where the default
-        decoding samples. A probe: the deployment, and its own spec (budget, temperature, top_p; the sampler
-        where it samples) with the protocol sections its registry record `reads` (routes: the routes mode
+        deployment: DEPLOYMENT_FIELDS and the grader's version, and the sampler version (with the serving
+        engine, if any) where the default decoding samples. A probe: the deployment, and its own spec (budget,
+        temperature, top_p; the sampler and engine where it samples) with the protocol sections its registry record `reads` (routes: the routes mode
         and the route sampler; MCTS: the route sampler and the search's settings). The chance control's
         settings are in neither: no attempt depends on them."""
         from reachtui.grading import GRADER_VERSION
@@ -340,7 +346,7 @@ class Protocol:
         deployment = {k: d[k] for k in DEPLOYMENT_FIELDS}
         deployment["grader"] = GRADER_VERSION
         if self.temperature > 0:
-            deployment["sampler"] = self.sampler
+            deployment.update(self._drawn_by())
         if probe == registry.REALIZED.name:
             return deployment
         spec = self.probe(probe)
@@ -348,10 +354,15 @@ class Protocol:
             raise ReachError(f"protocol: no probe {probe!r} in this protocol")
         own = {f.name: getattr(spec, f.name) for f in fields(spec)}
         if spec.temperature > 0:
-            own["sampler"] = self.sampler
+            own.update(self._drawn_by())
         for section in registry.get(probe).reads:
             own[section] = d[section]
         return {"deployment": deployment, "probe": own}
+
+    def _drawn_by(self) -> dict:
+        """What draws sampled tokens: the sampler version, and the serving engine where there is one (greedy
+        decoding is the same wherever it runs, so only where something samples)."""
+        return {"sampler": self.sampler} if self.engine is None else {"sampler": self.sampler, "engine": self.engine}
 
     def match_keys(self) -> dict[str, str]:
         """{"realized": the deployment's key, each probe: its key}, 12 hex chars each (sha256 of

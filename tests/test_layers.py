@@ -1,7 +1,7 @@
 """The house's layers, checked by import-linter (`lint-imports`, the contracts in pyproject.toml): the rooms
-import downward only (cli -> commands -> tui -> cluster -> engine | tables | model -> control -> store), the
-engine, the tables and the model never import each other, torch, textual and ray stay in their rooms, and
-the optional extras of what goes out (matplotlib, pyarrow, pandas, inspect_ai) in the module that writes it."""
+import downward only (cli -> commands -> tui -> cluster | serving -> engine | tables | model -> control ->
+store), the engine, the tables and the model never import each other, torch, textual and ray stay in their
+rooms, and the optional extras of what goes out (matplotlib, pyarrow, pandas, inspect_ai) in the module that writes it."""
 
 from __future__ import annotations
 

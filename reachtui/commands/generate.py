@@ -17,7 +17,8 @@ from dataclasses import replace
 import click
 
 from reachtui.commands import numbers
-from reachtui.commands.options import deployment_options, model_access_options, placement_options, protocol_file_option
+from reachtui.commands.options import (deployment_options, model_access_options, placement_options,
+                                       protocol_file_option, server_options)
 from reachtui.errors import ReachError
 
 
@@ -38,18 +39,22 @@ from reachtui.errors import ReachError
 @click.option("--raw", is_flag=True, help="Send PROMPT as given: no template, no stop strings unless --stop.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @placement_options
+@server_options
 @model_access_options
 def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_new_tokens, protocol_file, chat, system,
              template, answer_format, stops, fewshot_file, raw, as_json, device, dtype, device_map, offload_folder,
-             revision, trust_remote_code, allow_download, allow_pickle, allow_missing_weights):
+             server_url, server_model, api_key_env, concurrency, request_timeout, revision, trust_remote_code,
+             allow_download, allow_pickle, allow_missing_weights):
     """Generate from PROMPT with MODEL (demo, a directory, a PEFT adapter directory, or a cached Hugging Face
     id) and print the text and the extracted answer. PROMPT is a question, put in the protocol's prompt (the
     protocol file or preset with the deployment flags on top, as audit and open take them) and decoded as the
     app's live run decodes it (enter in `reachtui open`); --raw sends it as given."""
+    from reachtui.commands import serving
     from reachtui.commands.options import deployment_of, protocol_of
     from reachtui.commands.preflight import loadable, prompts_fit
     from reachtui.model.load import with_revision
 
+    server = serving.server_of(locals())
     model = with_revision(model, revision)
     deployed = deployment_of(locals())
     proto = protocol_of(protocol_file, deployed=deployed)
@@ -77,28 +82,36 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
         check_syntax(route_spec, "route")
     if silence is not None and silence.strip().lower() not in ("", "none"):
         check_syntax(silence, "silenced layers")
-    loadable(model, max_new_tokens, allow_download=allow_download, allow_pickle=allow_pickle,
-             allow_missing_weights=allow_missing_weights)
+    runner = None
+    if server is None:
+        loadable(model, max_new_tokens, allow_download=allow_download, allow_pickle=allow_pickle,
+                 allow_missing_weights=allow_missing_weights)
+    else:                      # a route or silenced MLPs: refused by its runner's resolve, in one line
+        runner = serving.connect(model, server, locals())
+        click.get_current_context().call_on_close(runner.close)
     # the prompt against the model's positions, before it loads (--raw: as given, no template)
     sent = replace(proto, template="{question}", system="", fewshot=(), chat=False) if raw else proto
     prompts_fit(model, replace(sent, max_new_tokens=max_new_tokens), [("PROMPT", prompt)],
-                trust_remote_code=trust_remote_code, allow_download=allow_download)
-    loaded = load_model(model, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
-                        allow_download=allow_download, device_map=device_map, offload_folder=offload_folder,
-                        allow_pickle=allow_pickle, allow_missing_weights=allow_missing_weights)
-    n = loaded.arch.num_layers
-    intervention = Intervention.parse(route_spec, silence, n)
+                trust_remote_code=trust_remote_code, allow_download=allow_download, server=runner)
+    if runner is not None:
+        name = runner.info["name"]
+    else:
+        from reachtui.model.run import Runner
+
+        loaded = load_model(model, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
+                            allow_download=allow_download, device_map=device_map, offload_folder=offload_folder,
+                            allow_pickle=allow_pickle, allow_missing_weights=allow_missing_weights)
+        runner, name = Runner(loaded), loaded.name
+    intervention = Intervention.parse(route_spec, silence, runner.num_layers)
     stop = deployed.get("stop", ())        # --raw: only the --stop strings given
     text_in = prompt
     if not raw:
-        text_in = proto.render_prompt(prompt, loaded.tokenizer)
+        text_in = proto.render_prompt(prompt, runner.tokenizer)
         stop = tuple(proto.stop)
 
     from reachtui.grading import extract_answer
     from reachtui.generation import Decoding
-    from reachtui.model.run import Runner
 
-    runner = Runner(loaded)
     decoding = replace(Decoding.of(proto, temperature, top_p), max_new_tokens=max_new_tokens, stop=stop)
     ran = runner.resolve(intervention)      # the route written out (the identity when none was given)
     gen = runner.generate([text_in], ran, seeds=[seed], decoding=decoding)[0]
@@ -106,7 +119,7 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
     route_text, silenced = ran.texts()[0], sorted(ran.silenced)
     if as_json:
         click.echo(json.dumps({
-            "model": loaded.name,
+            "model": name,
             "prompt": text_in,
             "text": gen.text,
             "answer": answer,

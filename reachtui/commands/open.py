@@ -12,14 +12,15 @@ app's workers.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from reachtui.commands import numbers
 from reachtui.commands.options import (batch_size_option, mlp_scan_choice, model_access_options, new_option,
-                                       placement_options, protocol_options, set_threads, store_option, task_option,
-                                       threads_option)
+                                       placement_options, protocol_options, server_options, set_threads, store_option,
+                                       task_option, threads_option)
 from reachtui.commands.preflight import loadable, placement, prompts_fit, question_pairs, settings_of
 from reachtui.errors import ReachError
 
@@ -49,18 +50,17 @@ def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_s
     as `run_audit` takes them (`fit`: what `prompts_fit` found before the app started)."""
 
     def job(get_runner, on_event, cancel) -> int:
+        from reachtui.commands.serving import run_record
         from reachtui.engine.audit import run_audit
         from reachtui.store import Store
 
-        from reachtui.model.run import versions
-
         runner = get_runner()
-        loaded = runner.loaded
+        info = run_record(runner)
         with Store(store_path) as store:
-            result = run_audit(store, runner, model_name=loaded.name, model_path=str(loaded.path),
-                               model_class=loaded.arch.model_class, task=task, protocol=protocol, limit=limit,
+            result = run_audit(store, runner, model_name=info["name"], model_path=info["path"],
+                               model_class=info["model_class"], task=task, protocol=protocol, limit=limit,
                                batch_size=batch_size, mlp_scan=mlp_scan, on_event=on_event, cancel=cancel,
-                               versions=versions(loaded), new=new_run, load_report=loaded.load_report,
+                               versions=info, new=new_run, load_report=info.get("load_report"),
                                skip_long=skip_long, fit=fit)
         return result.run_id
 
@@ -78,6 +78,7 @@ def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_s
 @placement_options
 @batch_size_option
 @threads_option("[default: $OMP_NUM_THREADS, else the free cores (cores less the load average), at most half]")
+@server_options
 @model_access_options
 @click.option("--compare", "compare", nargs=2, default=None, metavar="A B",
               help="Compare two runs (ids, or model names: the model's latest complete run) question by question, "
@@ -95,16 +96,21 @@ def open_(**options):
 
 
 def prepare(model, task_spec, task_name, task_fields, store_path, run_id, probes, budget, temperature, seed, limit,
-            skip_long, mlp_scan, protocol_file, chat, system, template, answer_format, stops, fewshot_file, max_new_tokens,
-            new_run, device, dtype, device_map, offload_folder, batch_size, threads, revision, trust_remote_code,
-            allow_download, allow_pickle, allow_missing_weights, compare, allow_unmatched, keymap_file):
+            skip_long, mlp_scan, protocol_file, chat, system, template, answer_format, stops, fewshot_file,
+            max_new_tokens, new_run, device, dtype, device_map, offload_folder, batch_size, threads, server_url,
+            server_model, api_key_env, concurrency, request_timeout, revision, trust_remote_code, allow_download,
+            allow_pickle, allow_missing_weights, compare, allow_unmatched, keymap_file):
     """Every check `open` makes of its options before any UI (`serve` makes them too, before serving): one
     line for a bad one. Returns what starts the app."""
+    from reachtui.commands import serving
     from reachtui.model.load import with_revision
     from reachtui.store import default_store_path
 
+    server = serving.server_of(locals())
     if revision is not None and model is None:
         raise ReachError("--revision names a revision of MODEL: give MODEL")
+    if server is not None and model is None:
+        raise ReachError("--server generates for MODEL (its tokenizer renders the prompts): give MODEL")
     model = with_revision(model, revision) if model is not None else None
     set_threads(threads, interactive=True)   # torch loads later, in a worker: the environment is read then
     path = Path(store_path) if store_path else default_store_path()
@@ -130,11 +136,19 @@ def prepare(model, task_spec, task_name, task_fields, store_path, run_id, probes
 
         return browse
 
+    asked_scan = mlp_scan not in (None, "")
     settings = settings_of(locals(), explicit_scan=False)     # the options, by name
     protocol, task, mlp_scan = settings.protocol, settings.task, settings.mlp_scan
-    # a missing model, pickled weights, a --max-new-tokens over its positions: one line now, not in the app
-    loadable(model, protocol.max_new_tokens, allow_download=allow_download, allow_pickle=allow_pickle,
-             allow_missing_weights=allow_missing_weights)
+    runner = None
+    if server is not None:        # connected now: a server that is down is one line, not a notice in the app
+        protocol = serving.served_protocol(protocol, locals(), mlp_scan, scan_asked=asked_scan)
+        mlp_scan = None
+        runner = serving.connect(model, server, locals())
+        protocol = replace(protocol, engine=runner.engine)
+    else:
+        # a missing model, pickled weights, a --max-new-tokens over its positions: one line now, not in the app
+        loadable(model, protocol.max_new_tokens, allow_download=allow_download, allow_pickle=allow_pickle,
+                 allow_missing_weights=allow_missing_weights)
     from reachtui.store import Store
 
     if path.is_file():            # a damaged store is one line now, not a notification in the app
@@ -145,11 +159,12 @@ def prepare(model, task_spec, task_name, task_fields, store_path, run_id, probes
     if run_id is None:
         # prompts over the model's positions: one line now (or left out with --skip-long), not in the app
         fit = prompts_fit(model, protocol, question_pairs(task, limit),
-                          skip_long=skip_long, trust_remote_code=trust_remote_code, allow_download=allow_download)
+                          skip_long=skip_long, trust_remote_code=trust_remote_code, allow_download=allow_download,
+                          server=runner)
         Store(path).close()       # the audit writes here: a read-only or damaged store is one line now
         job = make_audit_job(path, task, protocol, limit=limit, batch_size=batch_size, mlp_scan=mlp_scan,
                              new_run=new_run, skip_long=skip_long, fit=fit)
-    return lambda: _run_app(path, run_id, dict(launch_kw, model=model, audit_job=job), keymap=keymap)
+    return lambda: _run_app(path, run_id, dict(launch_kw, model=model, audit_job=job, runner=runner), keymap=keymap)
 
 
 def compared_runs(path: Path, specs: tuple[str, str], allow_unmatched: bool) -> tuple[int, int]:

@@ -2,8 +2,9 @@
 
 `placement_options` (where the model runs), `model_access_options` (what may be loaded, and which
 revision), `protocol_file_option` and `deployment_options` (the protocol's deployment fields as flags) serve
-audit, open (and serve, which takes open's) and generate; `protocol_options`, the `--mlp-scan` forms and the
-single options below serve audit and open. The checks (`at_least_one`, `set_threads`, `protocol_of`,
+audit, open (and serve, which takes open's) and generate, as does `server_options` (--server: a serving
+engine generates); `protocol_options`, the `--mlp-scan` forms and the single options below serve audit
+and open. The checks (`at_least_one`, `set_threads`, `protocol_of`,
 `pick_mlp_scan`) turn option values into what the engine takes, or one `ReachError` line. Help that names
 probes, presets or answer formats is written when help is shown, so `reachtui --help` imports nothing
 beyond click.
@@ -15,6 +16,7 @@ import functools
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import click
@@ -257,6 +259,26 @@ mlp_scan_choice = _late(
     late_help=lambda: f"MLP scan after the probes, on failure:PROBE (auto: {_default_scan()}).")
 
 
+# -- a serving engine (audit, open, generate; checked in reachtui.commands.serving) ------------------------
+
+#: --server URL, --server-model NAME, --api-key-env VAR, --concurrency N, --request-timeout SECONDS.
+server_options = _stack(
+    click.option("--server", "server_url", default=None, metavar="URL",
+                 help="Generate through an OpenAI-compatible server (vLLM, SGLang, ...) at URL, e.g. "
+                      "http://127.0.0.1:8000/v1: realized and sample only. MODEL still gives the tokenizer and "
+                      "config (prompts go as token ids); the server holds the weights."),
+    click.option("--server-model", "server_model", default=None, metavar="NAME",
+                 help="The served model to ask for [default: the one the server's /v1/models lists]."),
+    click.option("--api-key-env", "api_key_env", default=None, metavar="VAR",
+                 help="The environment variable holding the server's API key (the key itself is never an "
+                      "option, and never stored or printed)."),
+    click.option("--concurrency", type=numbers.INT, default=None,
+                 help="Requests in flight at once with --server [default: 64]."),
+    click.option("--request-timeout", "request_timeout", type=numbers.FLOAT, default=None, metavar="SECONDS",
+                 help="How long one request to the server may take before it is tried again [default: 600]."),
+)
+
+
 # -- checks -----------------------------------------------------------------------------------------
 
 
@@ -350,8 +372,10 @@ def protocol_of(protocol_file: str | None, *, probes: str | None = None, budget:
     from reachtui.protocol import Protocol, protocol_from_options
 
     base = load_protocol(protocol_file) if protocol_file is not None else Protocol()
-    return protocol_from_options(base, probes=probes, budget=budget, temperature=temperature, seed=seed,
-                                 max_new_tokens=max_new_tokens, **(deployed or {}))
+    protocol = protocol_from_options(base, probes=probes, budget=budget, temperature=temperature, seed=seed,
+                                     max_new_tokens=max_new_tokens, **(deployed or {}))
+    # where attempts are generated is said by --server (reachtui.commands.serving), never by a protocol file
+    return replace(protocol, engine=None) if protocol.engine is not None else protocol
 
 
 def pick_mlp_scan(choice: str | None, probes: Sequence[str], *, explicit: bool) -> str | None:

@@ -62,19 +62,20 @@ def loadable(model: str, max_new_tokens: int, *, allow_download: bool, allow_pic
 
 
 def prompts_fit(model: str, protocol, questions: Sequence[tuple[str, str]], *, skip_long: bool = False,
-                trust_remote_code: bool = False, allow_download: bool = False):
+                trust_remote_code: bool = False, allow_download: bool = False, server=None):
     """Every question's prompt against MODEL's position limit, before the model loads (`reachtui.engine.fits`):
     one line naming the over-long ones and the fixes that can work, unless `skip_long` leaves them out (the
     `PromptFit` the audit then stores with its run). The tokenizer is loaded only when a prompt needs it (a
     chat template, a prompt not short enough to fit by its bytes). `questions`: (question id, text) of the
-    task's questions the run takes (after --limit): `question_pairs`."""
+    task's questions the run takes (after --limit): `question_pairs`. `server`: the runner of a --server run,
+    whose own limit (vLLM's max_model_len) counts where it says one, and whose tokenizer is MODEL's."""
     from reachtui.engine.fits import prompt_fit
     from reachtui.model.load import config_position_limit, load_tokenizer
 
-    limit = config_position_limit(model, allow_download=allow_download)
+    limit = getattr(server, "max_positions", None) or config_position_limit(model, allow_download=allow_download)
     fit = prompt_fit(protocol, list(questions), limit,
-                     tokenizer=lambda: load_tokenizer(model, trust_remote_code=trust_remote_code,
-                                                      allow_download=allow_download))
+                     tokenizer=(lambda: server.tokenizer) if server is not None else
+                     lambda: load_tokenizer(model, trust_remote_code=trust_remote_code, allow_download=allow_download))
     fit.check(skip_long)
     return fit
 

@@ -19,7 +19,7 @@ from reachtui.engine.plan import Call, Work, mixed_calls, split
 from reachtui.engine.progress import Cancelled, Progress
 from reachtui.engine.record import attempt_row
 from reachtui.errors import DamagedStore, EnvironmentFault, ReachError, sqlite_fault
-from reachtui.generation import CallPool, Decoding
+from reachtui.generation import CallPool, Decoding, PromptRefused
 from reachtui.probes import registry
 from reachtui.seeds import attempt_seed
 
@@ -170,6 +170,16 @@ class RunContext:
 
     def run_calls(self, calls: list[list[list[Work]]], on_rows: Callable[[Sequence[Work], list[dict]], None], *,
                   mixed: bool = False, stored: frozenset = frozenset()) -> None:
+        """See `_run_calls`; a prompt the runner refuses (a server's context limit) is named by its question."""
+        try:
+            self._run_calls(calls, on_rows, mixed=mixed, stored=stored)
+        except PromptRefused as exc:
+            if exc.prompt not in self.prompts:
+                raise
+            raise ReachError(f"question {self.questions[self.prompts.index(exc.prompt)]['qid']}: {exc}") from None
+
+    def _run_calls(self, calls: list[list[list[Work]]], on_rows: Callable[[Sequence[Work], list[dict]], None], *,
+                   mixed: bool = False, stored: frozenset = frozenset()) -> None:
         """Generate every call's attempts; each intervention's rows are recorded and reported
         (`on_rows(todo, rows)`) as soon as it is finished, so a kill loses at most the interventions in
         flight. Calls run one after another here, or all at once on the runner's own workers (a `CallPool`).

@@ -19,7 +19,7 @@ import torch
 
 from reachtui.generation import Decoding, Generation
 from reachtui.model.sampling import pick, pick_v1, uniforms
-from reachtui.model.stops import StopWatch
+from reachtui.model.stops import StopWatch, cut_at_stop
 
 LIVE, EOS, STOP = 0, 1, 2
 #: On a GPU the sampler works on this many bytes of float32 logits at a time (its copies stay bounded).
@@ -37,17 +37,6 @@ def eos_ids(model, tokenizer) -> set[int]:
         elif isinstance(value, (list, tuple)):
             ids.update(int(v) for v in value if isinstance(v, int))
     return ids
-
-
-def cut_at_stop(text: str, stops) -> tuple[str, bool]:
-    """Cut `text` at the earliest occurrence of any stop string."""
-    best = -1
-    for s in stops:
-        if s:
-            k = text.find(s)
-            if k >= 0 and (best < 0 or k < best):
-                best = k
-    return (text[:best], True) if best >= 0 else (text, False)
 
 
 class _ToHost:

@@ -513,6 +513,24 @@ def load_tokenizer(spec: str, trust_remote_code: bool = False, allow_download: b
     return _tokenizer(spec, tokenizer_dir(path, adapter), trust_remote_code)
 
 
+def config_facts(spec: str, allow_download: bool = False) -> dict:
+    """What MODEL's config.json says, read without loading the model: its directory (`path`), class
+    (`model_class`), decoder layers (`num_layers`, 0 when it names none) and position limit (`max_positions`).
+    A run through a server records these; the server holds the weights."""
+    from types import SimpleNamespace
+
+    from reachtui.model.layers import num_hidden_layers
+
+    path = resolve_model(spec, allow_download=allow_download)
+    config = read_config(path)
+    text = config.get("text_config")
+    holders = [SimpleNamespace(**text)] if isinstance(text, dict) else []
+    layers = next((n for h in holders + [SimpleNamespace(**config)] if (n := num_hidden_layers(h))), 0)
+    archs = config.get("architectures")
+    return dict(path=str(path), model_class=archs[0] if isinstance(archs, list) and archs else None,
+                num_layers=int(layers), max_positions=position_limit(config))
+
+
 def describe_loading(info: dict) -> tuple[str, int]:
     """(one line, count of weights not as the checkpoint gives them) from from_pretrained's loading info:
     missing (randomly initialised), unexpected (in the checkpoint, no place in the model), mismatched."""

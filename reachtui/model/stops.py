@@ -78,6 +78,17 @@ def suspect_table(tokenizer, stops: tuple[str, ...]) -> np.ndarray | None:
     return out
 
 
+def cut_at_stop(text: str, stops) -> tuple[str, bool]:
+    """Cut `text` at the earliest occurrence of any stop string."""
+    best = -1
+    for s in stops:
+        if s:
+            k = text.find(s)
+            if k >= 0 and (best < 0 or k < best):
+                best = k
+    return (text[:best], True) if best >= 0 else (text, False)
+
+
 def has_stop(text: str, stops) -> bool:
     return any(s in text for s in stops)
 

@@ -50,6 +50,7 @@ class Launch:
     allow_pickle: bool = False
     allow_missing_weights: bool = False
     audit_job: Any = None
+    runner: Any = None      # --server: the runner, connected before the app started (reachtui.serving)
 
 
 class ReachApp(App[None]):
@@ -292,6 +293,10 @@ class ReachApp(App[None]):
     def ensure_runner(self):
         """The loaded model's Runner, loading it (once) in the calling worker thread."""
         with self._model_lock:
+            if self.runner is None and self.launch.runner is not None:
+                runner = self.runner = self.launch.runner
+                self.post_message(ModelState(f"{runner.engine} ready at {runner.client.where} · {runner.num_layers} "
+                                             f"layers (routes need the model in-process)", runner.num_layers))
             if self.runner is None:
                 from reachtui.model.run import load_runner
 
