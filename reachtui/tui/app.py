@@ -28,7 +28,7 @@ from reachtui.tui.data import AuditData, RunInfo
 from reachtui.tui.intervention import LayerEditor
 from reachtui.tui.messages import EngineProgress, LiveDone, ModelState, RowsLoaded
 from reachtui.tui.palette import ReachCommands
-from reachtui.tui.screens.main import MainScreen
+from reachtui.tui.screens.main import MainScreen, shown_path
 from reachtui.tui.state import QRow
 
 START = time.perf_counter()
@@ -83,7 +83,7 @@ class ReachApp(App[None]):
         self.all_rows: list[QRow] = []
         self.frozen: dict[str, dict[str, Any]] = {}
         self.runner = None
-        self.model_status = "not loaded (loads on the first live run)"
+        self.model_status = "not loaded · loads on the first live run"   # parts " · ", the header drops the last first
         self._model_lock = threading.Lock()
         self._audit_cancel = threading.Event()
         self._apply_cancel = threading.Event()
@@ -243,7 +243,7 @@ class ReachApp(App[None]):
             self._show_rows(msg.run, msg.rows, msg.frozen)
             ev = msg.progress
             if ev is not None and self.audit_running and ev.run_id == msg.run.id:
-                self.main.show_progress(ev.done, ev.total, f"{ev.label} {ev.done}/{ev.total}")
+                self.main.show_progress(ev.done, ev.total, f"audit: {ev.label} {ev.done}/{ev.total}")
 
     def _show_rows(self, run: RunInfo, rows: list[QRow], frozen: dict[str, dict[str, Any]]) -> None:
         new_run = self.run_info is None or self.run_info.id != run.id
@@ -258,8 +258,8 @@ class ReachApp(App[None]):
     # ---- the header's intervals -------------------------------------------------------------------
 
     def action_intervals(self) -> None:
-        """Toggle the header's honesty lines: per probe reachable, gap, retained, chance control and excess
-        with 95% intervals, as the summary export writes them, and its notes on gap and retained."""
+        """Toggle the intervals in the detail pane's place: per probe reachable, gap, retained, chance control
+        and excess with 95% intervals, as the summary export writes them, and its notes on gap and retained."""
         if self.main.intervals_shown:
             self.main.show_intervals(None)
         elif self.run_info is None:
@@ -271,13 +271,12 @@ class ReachApp(App[None]):
     @work(thread=True, exclusive=True, group="intervals", exit_on_error=False, name="intervals")
     def _intervals_worker(self, run_id: int) -> None:
         from reachtui.store import Store
-        from reachtui.tables import header_lines, summary_table
+        from reachtui.tables import header_grid, summary_table
 
         with Store(self.store_path, readonly=True) as store:
-            lines = header_lines(summary_table(store, [run_id]))     # the cells `reachtui export summary` writes
-        text = "\n".join(lines) if lines else "no reachability probe in this run"
-        if not get_current_worker().is_cancelled:
-            self.call_from_thread(self.main.show_intervals, f"95% intervals\n{text}")
+            grid = header_grid(summary_table(store, [run_id]))     # the cells `reachtui export summary` writes
+        if not get_current_worker().is_cancelled and self.main.intervals_shown:
+            self.call_from_thread(self.main.show_intervals, grid if grid[1] else "no reachability probe in this run")
 
     # ---- the model --------------------------------------------------------------------------------
 
@@ -296,7 +295,7 @@ class ReachApp(App[None]):
                 from reachtui.model.run import load_runner
 
                 spec = self.model_spec()
-                self.post_message(ModelState(f"loading {spec} …"))
+                self.post_message(ModelState(f"loading {spec} …", loading=True))
                 t0 = time.perf_counter()
                 launch = self.launch
                 try:
@@ -320,6 +319,12 @@ class ReachApp(App[None]):
     @on(ModelState)
     def _model_state(self, msg: ModelState) -> None:
         self.model_status = msg.text
+        if not self.audit_running:     # the audit's bar tells its own story; else the bar is the model's
+            if msg.loading:
+                self.main.show_progress(0, None, f"model: {msg.text} (once; keys stay live)")
+                self.notify(f"{msg.text} for the live run: once, a few seconds; keys stay live", title="model")
+            else:
+                self.main.show_progress(None, None)
         if msg.failed:
             self.main.model_problem(msg.text)
         iv = self.main.intervention
@@ -403,7 +408,7 @@ class ReachApp(App[None]):
     def _start_audit(self) -> None:
         self.audit_running = True
         self.model_status = "loading for the audit …"    # one story at start-up: the header and the bar agree
-        self.main.show_progress(0, None, "loading the model …")
+        self.main.show_progress(0, None, "audit: loading the model …")
         self._audit_worker()
 
     @work(thread=True, exclusive=True, group="audit", exit_on_error=False, name="audit")
@@ -455,8 +460,11 @@ class ReachApp(App[None]):
         if self.data is None or self.run_info is None:
             self.notify("no run is open", severity="warning")
             return
+        ev = self._audit_progress
+        running = (f"now {ev.label} {ev.done}/{ev.total}" if ev is not None else "starting") if self.audit_running \
+            else None
         try:
-            cd = chart_data(self.data, self.run_info)
+            cd = chart_data(self.data, self.run_info, running)
         except Exception as exc:  # noqa: BLE001 - a chart must never take the app down
             self.notify(f"{type(exc).__name__}: {exc}", title="charts", severity="error")
             return
@@ -488,7 +496,7 @@ class ReachApp(App[None]):
             self.notify(str(exc), title="export", severity="error")
             return None
         self.last_export = path.resolve()
-        self.notify(f"{n} rows → {self.last_export}", title=f"export: {table} as {fmt}")
+        self.notify(f"{n} rows → {shown_path(self.last_export)}", title=f"export: {table} as {fmt}")
         main.refresh_chrome()
         return path
 

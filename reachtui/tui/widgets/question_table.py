@@ -19,6 +19,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from reachtui.tui.actions import bindings
+from reachtui.tui.fit import cut_at_word
 from reachtui.tui.state import QRow, cell_status
 
 ID_WIDTH = 12
@@ -215,7 +216,7 @@ class QuestionTable(ScrollView, can_focus=True):
         return out
 
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
+        width = self.scrollable_content_region.width     # the scroll bar's columns are not the text's
         index = round(self.scroll_y) + y
         styles = self._line_styles()
         if index >= len(self.rows):
@@ -224,5 +225,6 @@ class QuestionTable(ScrollView, can_focus=True):
         cur = index == self.cursor
         segments = [Segment(f"{row.qid[:ID_WIDTH - 1]:<{ID_WIDTH}}", styles[("id", cur)])]
         segments += self.status_segments(row, cur, styles)
-        segments.append(Segment(" " + row.text, styles[("text", cur)]))
+        used = sum(seg.cell_length for seg in segments)
+        segments.append(Segment(" " + cut_at_word(row.text, max(width - used - 1, 0)), styles[("text", cur)]))
         return Strip(segments).adjust_cell_length(width, styles[("text", cur)]).apply_offsets(0, index)
