@@ -12,22 +12,28 @@ from rich.text import Text
 ELLIPSIS = "…"
 
 
-def fit_line(parts: Sequence[tuple[Text, int]], width: int, sep: Text | str = "") -> Text:
+def fit_line(parts: Sequence[tuple[Text | Sequence[Text], int]], width: int, sep: Text | str = "") -> Text:
     """The parts (text, priority) joined by `sep` on one line of at most `width` cells: while it is too
-    wide, the part of lowest priority goes (the last of equal ones first). What must stay (the highest
-    priority) is kept even where it alone is too wide: the widget then wraps it at its words."""
-    kept = list(range(len(parts)))
+    wide, the part of lowest priority (the last of equal ones first) takes its next shorter form (a part
+    may be a list of forms, longest first) or, with none left, goes. What must stay (the highest priority)
+    is kept even where it alone is too wide: the widget then wraps it at its words."""
+    forms = [[p] if isinstance(p, Text) else list(p) for p, _ in parts]
+    chosen = {i: 0 for i in range(len(parts))}     # kept part -> the form it shows
     sep = Text(sep) if isinstance(sep, str) else sep
 
     def joined() -> Text:
-        return sep.join(parts[i][0] for i in kept)
+        return sep.join(forms[i][chosen[i]] for i in sorted(chosen))
 
     top = max((p for _, p in parts), default=0)
-    while len(kept) > 1 and joined().cell_len > width:
-        droppable = [i for i in kept if parts[i][1] < top]
+    while len(chosen) > 1 and joined().cell_len > width:
+        droppable = [i for i in chosen if parts[i][1] < top]
         if not droppable:
             break
-        kept.remove(min(reversed(droppable), key=lambda i: parts[i][1]))
+        i = min(reversed(droppable), key=lambda i: parts[i][1])
+        if chosen[i] + 1 < len(forms[i]):
+            chosen[i] += 1
+        else:
+            del chosen[i]
     return joined()
 
 

@@ -11,11 +11,12 @@ from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from reachtui.tables.formats import percent
 from reachtui.tui.actions import bindings
 from reachtui.tui.state import CompareFilter, CRow
+from reachtui.tui.widgets.footer import FittingFooter
 from reachtui.tui.widgets.panes import mark
 from reachtui.tui.widgets.question_table import ID_WIDTH, QuestionTable
 
@@ -95,7 +96,7 @@ class CompareScreen(Screen):
             with VerticalScroll(id="right"):
                 yield Static("", id="compare-detail")
         yield Static("", id="status")
-        yield Footer()
+        yield FittingFooter()
 
     def on_mount(self) -> None:
         self.rows = self.app.data.compare_rows(self.comparison)

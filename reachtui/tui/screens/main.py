@@ -140,7 +140,7 @@ class MainScreen(Screen):
         if self.found is not None:
             parts.append((Text("escape clears the search"), 2))
         if app.last_export is not None:
-            parts.append((Text(f"exported → {shown_path(app.last_export)}"), 5))
+            parts.append(([Text(f"exported → {shown_path(app.last_export)}"), Text(f"exported → {app.last_export.name}")], 5))
         self.query_one("#status", Fitted).show(parts)
 
     # ---- what the app shows on this screen (its workers' progress and results) ----------------------

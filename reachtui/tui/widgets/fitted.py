@@ -6,14 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.text import Text
-from textual.widget import Widget
+from textual.widgets import Static
 
 from reachtui.tui.fit import fit_line, pack_lines
 
 
-class Fitted(Widget):
-    """Parts of text laid out per width: `mode="fit"` keeps one line, dropping the least important parts
-    (`show` takes (text, priority) pairs); `mode="pack"` wraps between parts, never inside one."""
+class Fitted(Static):
+    """Parts of text laid out per width (a Static that ignores `update`: `show` gives it its parts): `mode="fit"` keeps one line, dropping the least important parts
+    (`show` takes (text or its forms longest first, priority) pairs); `mode="pack"` wraps between parts, never inside one."""
 
     DEFAULT_CSS = """
     Fitted { height: auto; }
@@ -37,7 +37,8 @@ class Fitted(Widget):
     @property
     def plain(self) -> str:
         """The whole text, nothing dropped (what the widget says where the width allows)."""
-        return Text(self.sep).join(p if isinstance(p, Text) else p[0] for p in self.parts).plain
+        texts = [p if isinstance(p, Text) else p[0] for p in self.parts]
+        return Text(self.sep).join(t if isinstance(t, Text) else Text(" ").join(t) for t in texts).plain
 
     def render(self) -> Text:
         return self.text_for(self.content_size.width or 10_000)

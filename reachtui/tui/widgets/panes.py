@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -329,7 +330,7 @@ class IntervalsGrid(Static):
                                         pad=False))
 
 
-def intervals_grid(labels: dict[str, str], rows: list[dict[str, str]], width: int, console) -> Table:
+def intervals_grid(labels: dict[str, str], rows: list[dict[str, str]], width: int, console) -> Table | Text:
     """The measures (rows) by probe (columns), each cell "value [lo, hi]" on one line where they fit, else
     the interval under its value; where even that is too wide, one probe after another."""
     measures = list(labels)
@@ -347,7 +348,13 @@ def intervals_grid(labels: dict[str, str], rows: list[dict[str, str]], width: in
         t = table(rows, split)
         if console.measure(t).maximum <= width:
             return t
-    stacked = Table.grid()
+    lines = []           # narrower still: one probe after another, a measure per line, its interval under it
     for r in rows:
-        stacked.add_row(table([r], True))
-    return stacked
+        lines.append(Text(r["probe"], style="bold"))
+        for m in measures:
+            value, _, rest = r[m].partition(" [")
+            if cell_len(f"  {labels[m]} {r[m]}") <= width or not rest:
+                lines.append(Text.assemble((f"  {labels[m]} ", "dim"), r[m]))
+            else:
+                lines += [Text.assemble((f"  {labels[m]} ", "dim"), value), Text(f"    [{rest}")]
+    return Text("\n").join(lines)
