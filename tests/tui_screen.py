@@ -150,3 +150,9 @@ def _trim_covered(seen: str, left: bool, right: bool) -> str:
     if left and seen and not seen[0].isspace():
         seen = seen[len(SEPARATORS.split(seen)[0]):]
     return seen
+
+
+def region_text(app, selector: str) -> str:
+    """What a widget of the top screen shows, its lines joined with single spaces (wrapping undone)."""
+    r = app.screen.query_one(selector).region
+    return " ".join(" ".join(line[r.x:r.right] for line in screen_text(app)[r.y:r.bottom]).split())

@@ -292,18 +292,11 @@ class ReachApp(App[None]):
         """The loaded model's Runner, loading it (once) in the calling worker thread."""
         with self._model_lock:
             if self.runner is None:
-                from reachtui.model.run import load_runner
-
                 spec = self.model_spec()
                 self.post_message(ModelState(f"loading {spec} …", loading=True))
                 t0 = time.perf_counter()
-                launch = self.launch
                 try:
-                    runner = load_runner(spec, device=launch.device, dtype=launch.dtype, device_map=launch.device_map,
-                                         offload_folder=launch.offload_folder, allow_download=launch.allow_download,
-                                         trust_remote_code=launch.trust_remote_code,
-                                         allow_pickle=launch.allow_pickle,
-                                         allow_missing_weights=launch.allow_missing_weights)
+                    runner = self.load_runner(spec)
                 except Exception as exc:
                     # said where it stays (header, layer strip), not only in a notification that fades
                     text = str(exc) if isinstance(exc, ReachError) else f"{type(exc).__name__}: {exc}"
@@ -316,12 +309,22 @@ class ReachApp(App[None]):
                     f"· loaded in {time.perf_counter() - t0:.1f} s", runner.num_layers))
             return self.runner
 
+    def load_runner(self, spec: str):
+        """Load the model as `reachtui open` was told to (in the calling worker thread)."""
+        from reachtui.model.run import load_runner
+
+        launch = self.launch
+        return load_runner(spec, device=launch.device, dtype=launch.dtype, device_map=launch.device_map,
+                           offload_folder=launch.offload_folder, allow_download=launch.allow_download,
+                           trust_remote_code=launch.trust_remote_code, allow_pickle=launch.allow_pickle,
+                           allow_missing_weights=launch.allow_missing_weights)
+
     @on(ModelState)
     def _model_state(self, msg: ModelState) -> None:
         self.model_status = msg.text
         if not self.audit_running:     # the audit's bar tells its own story; else the bar is the model's
             if msg.loading:
-                self.main.show_progress(0, None, f"model: {msg.text} (once; keys stay live)")
+                self.main.show_progress(0, None, f"model: {msg.text}")
                 self.notify(f"{msg.text} for the live run: once, a few seconds; keys stay live", title="model")
             else:
                 self.main.show_progress(None, None)

@@ -90,7 +90,7 @@ class MainScreen(Screen):
         if (self.filter.kind == "failure" and self.filter.probe not in run.probes) or (
                 new_run and self.filter.kind in ("changed", "meta")):
             self.filter = Filter(search=self.filter.search)
-        self.apply_view()
+        self.apply_view(new_view=new_run)
 
     def reset_view(self) -> None:
         self.members.clear()
@@ -118,10 +118,12 @@ class MainScreen(Screen):
             members = self.members_of(self.filter.probe) if self.filter.kind == "failure" else None
         return apply_filter(self.app.all_rows, run.probes, self.filter, members=members, found=self.found)
 
-    def apply_view(self) -> None:
+    def apply_view(self, new_view: bool = True) -> None:
+        """Show the rows of the filter (`new_view`: another filter, whose rows start at the top unless the
+        selected question is among them; else the same view re-read)."""
         run = self.app.run_info
         before = self.current_row()
-        self.table.set_rows(self.view_rows(), run.probes if run else ())
+        self.table.set_rows(self.view_rows(), run.probes if run else (), new_view=new_view)
         if self.current_row() != before:  # same question, new attempts (the audit moved on): redraw it
             self.highlighted(None)
         self.counters = counters(self.app.all_rows, run.probes, {p: fs["size"] for p, fs in self.app.frozen.items()}) \
@@ -285,8 +287,7 @@ class MainScreen(Screen):
     def highlighted(self, msg: QuestionTable.Highlighted | None) -> None:
         live = self.query_one(LivePane)
         if msg is not None and live.qid is not None and live.qid != msg.qid:
-            # another question: the last one's live result would read as this one's
-            live.clear(f"live run on {live.qid} not shown: moved to {msg.qid} (enter runs it)")
+            live.clear()      # another question: the last one's live result would read as this one's
             self._front("info")
         if self.detail_timer is not None:
             self.detail_timer.stop()

@@ -94,8 +94,11 @@ class QuestionTable(ScrollView, can_focus=True):
 
     # ---- data -------------------------------------------------------------------------------------
 
-    def set_rows(self, rows: list[QRow], probes: Sequence[str], *, keep_qid: str | None = None) -> None:
-        """Replace the view. The cursor stays on `keep_qid` (or the current question) if still shown."""
+    def set_rows(self, rows: list[QRow], probes: Sequence[str], *, keep_qid: str | None = None,
+                 new_view: bool = True) -> None:
+        """Replace the view. The cursor stays on `keep_qid` (or the current question) if still shown; else a
+        new view (another filter, an exploration's questions) starts at its top, and the same view re-read
+        (the audit moved on) keeps the cursor's place."""
         current = keep_qid if keep_qid is not None else self.current_qid
         self.rows = rows
         self.probes = tuple(probes)
@@ -103,7 +106,7 @@ class QuestionTable(ScrollView, can_focus=True):
         self.virtual_size = Size(self.size.width, len(rows))
         target = self._index.get(current, None) if current is not None else None
         if target is None:
-            target = min(self.cursor, max(len(rows) - 1, 0))
+            target = 0 if new_view else min(self.cursor, max(len(rows) - 1, 0))
         self.set_reactive(QuestionTable.cursor, target)
         self._scroll_cursor_into_view()
         self.refresh()
