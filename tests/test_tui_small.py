@@ -175,3 +175,42 @@ async def test_the_question_text_stops_before_the_scroll_bar_at_a_word(stored, s
             assert text.endswith("…") or text.endswith("?"), row      # a question's first line, or cut at a word
             assert row[len(text):] == " " * (len(row) - len(text))
         assert cut_words(app) == []
+
+
+async def test_quitting_is_quick_and_the_audit_s_batch_is_stored_after_the_terminal_is_back(tmp_path):
+    """`q` during an audit batch closes the app at once (the batch is not waited for on screen); then, as
+    `reachtui open` does after the app, `wait_for_writers` says it finishes the batch and waits for it;
+    the farewell says where the run is."""
+    import time
+
+    from reachtui.tui.app import Launch
+
+    path = tmp_path / "audit.sqlite"
+    run_id = build_store(path, n=10, k=2)
+    in_batch, batch_may_end, stored = threading.Event(), threading.Event(), []
+
+    def audit_job(get_runner, on_event, cancel):        # one long batch, then it sees the cancel
+        in_batch.set()
+        batch_may_end.wait(10)
+        stored.append("batch")
+        assert cancel.is_set()
+        return run_id
+
+    app = ReachApp(path, run_id, launch=Launch(model="fake", audit_job=audit_job))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, in_batch.is_set)
+        t0 = time.monotonic()
+        await pilot.press("q")
+        await until(pilot, lambda: not app.is_running)
+        quit_s = time.monotonic() - t0
+    assert quit_s < 2 and not stored          # closed while the batch was still computing
+    assert app.farewell() == (f"run {run_id} is stored in {path} (its audit stops after the batch it is on); "
+                              f"reopen it with reachtui open --store {path} --run {run_id}")
+    said = []
+    threading.Timer(0.2, batch_may_end.set).start()
+    app.wait_for_writers(said.append)
+    assert stored == ["batch"]
+    assert said == ["finishing the audit's current batch so that it is stored (ctrl+c stops now; the run "
+                    "resumes either way) …"]
+    app.wait_for_writers(said.append)         # nothing left: says nothing
+    assert len(said) == 1

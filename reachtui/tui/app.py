@@ -13,6 +13,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,7 @@ class ReachApp(App[None]):
         self._model_lock = threading.Lock()
         self._audit_cancel = threading.Event()
         self._apply_cancel = threading.Event()
+        self._writers: dict[threading.Event, str] = {}    # engine jobs writing to the store (set when done)
         self.audit_running = False
         self._audit_run_id: int | None = None
         self._last_reload = 0.0
@@ -395,7 +397,7 @@ class ReachApp(App[None]):
 
         runner = self.ensure_runner()
         iv = iv if iv is not None and iv.num_layers == runner.num_layers else LayerEditor.identity(runner.num_layers)
-        with Store(self.store_path) as store:
+        with self._storing("the apply's current chunk"), Store(self.store_path) as store:
             mlp.apply(store, runner, run_id, probe, iv.value,
                       on_event=lambda ev: self.post_message(EngineProgress(ev)), cancel=self._apply_cancel)
 
@@ -416,8 +418,35 @@ class ReachApp(App[None]):
 
     @work(thread=True, exclusive=True, group="audit", exit_on_error=False, name="audit")
     def _audit_worker(self) -> None:
-        self.launch.audit_job(self.ensure_runner, lambda ev: self.post_message(EngineProgress(ev)),
-                              self._audit_cancel)
+        with self._storing("the audit's current batch"):
+            self.launch.audit_job(self.ensure_runner, lambda ev: self.post_message(EngineProgress(ev)),
+                                  self._audit_cancel)
+
+    @contextmanager
+    def _storing(self, what: str):
+        """Mark the calling engine job as one that writes to the store, until it ends (`wait_for_writers`)."""
+        done = threading.Event()
+        self._writers[done] = what
+        try:
+            yield
+        finally:
+            done.set()
+            self._writers.pop(done, None)
+
+    def wait_for_writers(self, say) -> None:
+        """After quitting: let an audit batch or an apply chunk still being computed be stored (its job was
+        cancelled and stops after it), saying so with `say(line)`; ctrl+c stops at once instead (what was
+        not stored runs again when the run is resumed). Called once the terminal is given back."""
+        writers = dict(self._writers)
+        if not writers:
+            return
+        say(f"finishing {' and '.join(writers.values())} so that it is stored (ctrl+c stops now; the run resumes "
+            f"either way) …")
+        try:
+            for done in writers:
+                done.wait()
+        except KeyboardInterrupt:
+            say("stopped: what was not stored yet runs again when the run is resumed")
 
     def stop_audit(self) -> None:
         """Stop the background audit after its current batch (the run stays resumable: open it again)."""
@@ -528,13 +557,13 @@ class ReachApp(App[None]):
         """The line the terminal keeps after quitting: where the open run is, and how to come back to it."""
         if self.run_info is None:
             return None
-        stopped = " (its audit stopped after the batch it was on)" if self.audit_running else ""
+        stopped = " (its audit stops after the batch it is on)" if self.audit_running else ""
         return (f"run {self.run_info.id} is stored in {self.store_path}{stopped}; reopen it with "
                 f"reachtui open --store {self.store_path} --run {self.run_info.id}")
 
     async def action_quit(self) -> None:
-        if self.audit_running:
-            self.notify("quitting: the audit stops after the batch it is on", timeout=30)
+        """Quit at once: the engine's jobs are told to stop after the batch they are on, and `reachtui open`
+        says where the run is stored and waits for that batch only after the terminal is given back."""
         self._audit_cancel.set()
         self._apply_cancel.set()
         self.workers.cancel_all()
