@@ -114,7 +114,7 @@ async def app_cells(path) -> tuple[dict[str, dict[str, str]], dict[str, dict[str
         r = pane.region
         shown = [line[r.x:r.right].strip() for line in screen_text(app)[r.y:r.bottom]]
         probes = app.run_info.probes
-    heads = next(i for i, line in enumerate(shown) if line.split() == list(probes))
+    heads = next(i for i, line in enumerate(shown) if line.split() == ["95%", "intervals", *probes])
     grid = {re.split(r"\s{2,}", line)[0]: re.split(r"\s{2,}", line)[1:] for line in shown[heads + 1:heads + 6]}
     labels = {"reachable": "reachable", "gap": "gap", "retained": "retained (vote)"}
     head = {p: dict(zip(("reachable", "gap"), re.search(rf"{re.escape(p)} (\S+)% gap (\S+)", counters).groups()))

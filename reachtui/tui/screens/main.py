@@ -63,13 +63,15 @@ class MainScreen(Screen):
                 yield IntervalsPane(id="intervals")
                 yield LivePane(id="live")
         yield LayerStrip(id="layers")
-        yield Input(placeholder="search questions and outputs (FTS) — enter to filter, escape to clear",
-                    id="search")
+        with Horizontal(id="search-row"):    # one line over the status line, which stays
+            yield Static("search ", id="search-label")
+            yield Input(placeholder="questions and outputs (FTS) — enter to filter, escape to clear", id="search",
+                        compact=True)
         yield Fitted(mode="fit", sep="  │ ", id="status")
         yield FittingFooter()
 
     def on_mount(self) -> None:
-        self.query_one("#search", Input).display = False
+        self.query_one("#search-row").display = False
         self.query_one(QuestionTable).focus()
         self.app.main_ready()
 
@@ -252,7 +254,7 @@ class MainScreen(Screen):
 
     def action_search(self) -> None:
         box = self.query_one("#search", Input)
-        box.display = True
+        self.query_one("#search-row").display = True
         # focus now, not after the queue (Widget.focus defers): keys typed right after `/` are already
         # queued behind this action and must reach the box, never the screen's bindings
         self.set_focus(box)
@@ -267,14 +269,14 @@ class MainScreen(Screen):
             return
         self.found = self.app.data.search(self.app.run_info.id, text)
         self.filter = Filter(self.filter.kind, self.filter.probe, text)
-        event.input.display = False  # the search stays on (status line) until escape
+        self.query_one("#search-row").display = False  # the search stays on (status line) until escape
         self.table.focus()
         self.apply_view()
 
     def action_clear_search(self) -> None:
         box = self.query_one("#search", Input)
         box.value = ""
-        box.display = False
+        self.query_one("#search-row").display = False
         if self.found is not None:
             self.found = None
             self.filter = Filter(self.filter.kind, self.filter.probe, None)

@@ -317,9 +317,9 @@ class IntervalsGrid(Static):
         if not isinstance(content, tuple):
             return Text(content or "", style="dim")
         labels, rows, notes = content
-        title = Text("95% intervals", style="bold")
         grid = intervals_grid(labels, rows, width, self.app.console)
-        return Group(title, grid, *[Text(n, style="dim") for n in notes])
+        head = [Text("95% intervals", style="bold")] if isinstance(grid, Text) else []   # else the grid's heading
+        return Group(*head, grid, *[Text(n, style="dim") for n in notes])
 
     def render(self):
         return self.renderable_for(self.content_size.width or 10_000)
@@ -337,7 +337,7 @@ def intervals_grid(labels: dict[str, str], rows: list[dict[str, str]], width: in
 
     def table(probes: list[dict[str, str]], split: bool, heads: bool = True) -> Table:
         t = Table(box=None, padding=(0, 2, 0, 0), show_header=heads, header_style="bold", show_edge=False)
-        t.add_column("", style="dim", no_wrap=True)
+        t.add_column("95% intervals", style="dim", no_wrap=True)
         for r in probes:
             t.add_column(r["probe"], no_wrap=True)
         for m in measures:
