@@ -115,3 +115,51 @@ async def test_every_key_shows_its_result_and_the_table_keeps_8_rows(stored, tmp
             assert app.main.table.scrollable_content_region.height >= 8, bid
             assert _table_rows_shown(app) >= min(8, len(app.main.table.rows)), (bid, "\n".join(screen_text(app)))
     assert not app.is_running
+
+
+COMPARE_KEYS = [
+    ("compare.gained", "r", "realized gained (B only)"),
+    ("compare.lost", "R", "realized lost (A only)"),
+    ("compare.both_wrong", "w", "wrong in both"),
+    ("compare.expanded", "e", None),
+    ("compare.shrunk", "s", None),
+    ("compare.preserved", "p", None),
+    ("compare.out_of_reach", "o", None),
+    ("compare.all", "a", "all compared questions"),
+    ("compare.charts", "v", "where the curves cross"),
+]
+
+
+def test_the_comparison_keys_cover_its_part_of_the_help_screen():
+    assert {bid for bid, _k, _s in COMPARE_KEYS} == {bid for _k, _w, bid in help_rows() if bid.startswith("compare.")}
+
+
+async def test_every_key_of_the_comparison_view_at_80x24(tmp_path):
+    """The comparison view (`open --compare A B`) at 80×24: each of its keys shows its filter, nothing on
+    screen is cut, and its table keeps its rows beside both runs' outputs (6 rows: its header holds the
+    comparison's numbers)."""
+    from reachtui.store import Store
+    from tables_fixtures import add_run, make_task
+    from test_compare import _run_data
+
+    path = tmp_path / "compare.sqlite"
+    task = make_task("arith", 22)
+    with Store(path) as store:
+        add_run(store, "base", task, "proto1", _run_data(task, "a", list(range(21))))
+        add_run(store, "trained", task, "proto1", _run_data(task, "b", list(range(20)) + [21], "mcts"))
+    app = ReachApp(path, compare=(1, 2))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        compare = app.screen
+        for bid, key, shown in COMPARE_KEYS:
+            await _pressed(app, pilot, key)
+            if shown is not None:
+                assert _on_screen(app, shown), (bid, "\n".join(screen_text(app)))
+            _nothing_cut(app, bid)
+            if app.screen is not compare:
+                await _pressed(app, pilot, "escape")
+                _nothing_cut(app, bid)
+            table = compare.table
+            lines = screen_text(app)[table.region.y:table.region.bottom]
+            assert sum(1 for line in lines if line.split(" ", 1)[0] in {r.qid for r in table.rows}) >= min(
+                6, len(table.rows)), bid

@@ -64,7 +64,9 @@ def given_texts(widget) -> list[str]:
     if isinstance(widget, Toast):
         out += [widget._notification.title or "", widget._notification.message]
     elif isinstance(widget, QuestionTable):
-        out += [f"{r.qid} {r.text} " + " ".join(str(k) for k in r.first_hit if k is not None) for r in widget.rows]
+        styles = widget._line_styles()
+        out += [f"{r.qid} {r.text} " + "".join(seg.text for seg in widget.status_segments(r, False, styles))
+                for r in widget.rows]
     elif isinstance(widget, FooterKey):
         out += [widget.key_display, widget.description]
     elif isinstance(widget, Input):
