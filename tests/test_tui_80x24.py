@@ -163,3 +163,22 @@ async def test_every_key_of_the_comparison_view_at_80x24(tmp_path):
             lines = screen_text(app)[table.region.y:table.region.bottom]
             assert sum(1 for line in lines if line.split(" ", 1)[0] in {r.qid for r in table.rows}) >= min(
                 6, len(table.rows)), bid
+
+
+async def test_while_the_audit_runs_the_table_keeps_8_rows_at_80x24(tmp_path):
+    """A running audit makes the header taller (a bar, figures "so far"): the table keeps its 8 rows."""
+    from reachtui.engine.progress import Progress
+    from reachtui.tui.messages import EngineProgress, ModelState
+
+    path = tmp_path / "running.sqlite"
+    run_id = build_store(path, n=320, k=8, progress=0.8, model="demo")
+    app = ReachApp(path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        app.audit_running = True
+        app.post_message(ModelState("demo ready · cpu float32 · 8 layers · loaded in 2.1 s", 8))
+        app.post_message(EngineProgress(Progress(run_id, "routes", 97, 256)))
+        await settle(app, pilot, 0.6)      # the reload the progress asks for
+        assert _on_screen(app, "audit: routes 97/256") and _on_screen(app, "so far")
+        _nothing_cut(app, "running")
+        assert _table_rows_shown(app) >= 8

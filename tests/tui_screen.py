@@ -84,7 +84,7 @@ def given_texts(widget) -> list[str]:
     elif isinstance(widget, IntervalsGrid):
         out += [plain(widget.renderable_for(4000))]
     elif isinstance(widget, Static):
-        out += [plain(widget.content)]
+        out += [plain(widget.content), plain(widget.render())]
     else:
         out += [plain(widget.render())]
     return out
