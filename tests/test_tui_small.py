@@ -214,3 +214,36 @@ async def test_quitting_is_quick_and_the_audit_s_batch_is_stored_after_the_termi
                     "resumes either way) …"]
     app.wait_for_writers(said.append)         # nothing left: says nothing
     assert len(said) == 1
+
+
+def test_text_fits_its_width_whole_words_only():
+    """The header's title drops its least important parts first (a part may shorten before it goes); the
+    counters wrap between figure groups, never inside one; a table's text is cut after a whole word."""
+    from rich.text import Text
+
+    from reachtui.tui.fit import cut_at_word, fit_line, pack_lines
+
+    parts = [(Text("demo"), 9), (Text("task demo"), 5), (Text("protocol 1a2b3c4d"), 6), (Text("run 1 complete"), 8),
+             (Text("model demo ready"), 7), (Text("cpu float32"), 4), (Text("loaded in 2.1 s"), 3)]
+    full = "demo · task demo · protocol 1a2b3c4d · run 1 complete · model demo ready · cpu float32 · loaded in 2.1 s"
+    assert fit_line(parts, 200, " · ").plain == full
+    assert fit_line(parts, 80, " · ").plain == ("demo · task demo · protocol 1a2b3c4d · run 1 complete · model demo "
+                                               "ready")
+    assert fit_line(parts, 60, " · ").plain == "demo · protocol 1a2b3c4d · run 1 complete · model demo ready"
+    assert fit_line(parts, 10, " · ").plain == "demo"                  # what must stay, stays
+    path = [Text("exported → store/exports/run1-questions-all-questions.csv"),
+            Text("exported → run1-questions-all-questions.csv")]
+    line = fit_line([(Text("filter: all questions — 60 of 60 questions"), 9), (path, 5)], 100, "  │ ")
+    assert line.plain.endswith("│ exported → run1-questions-all-questions.csv")
+    groups = [Text("realized 41.7%"), Text("sample 80.0% gap +38.3 F=24"), Text("routes 45.0% gap +3.3 F=14"),
+              Text("n=60")]
+    assert pack_lines(groups, 78, " │ ").plain.split("\n") == [
+        "realized 41.7% │ sample 80.0% gap +38.3 F=24 │ routes 45.0% gap +3.3 F=14", "n=60"]
+    assert pack_lines(groups, 50, " │ ").plain.split("\n") == [
+        "realized 41.7% │ sample 80.0% gap +38.3 F=24", "routes 45.0% gap +3.3 F=14 │ n=60"]
+    text = "Sam has 17 apples and finds 39 more. He gives away 9."
+    assert cut_at_word(text, 100) == text
+    assert cut_at_word(text, 44) == "Sam has 17 apples and finds 39 more. He …"
+    assert cut_at_word(text, 43) == "Sam has 17 apples and finds 39 more. He …"
+    assert cut_at_word(text, 40) == "Sam has 17 apples and finds 39 more. …"
+    assert cut_at_word("Supercalifragilistic", 8) == "Superca…"     # one word wider than the room

@@ -62,7 +62,11 @@ def cut_at_word(text: str, width: int) -> str:
     head = text[:room]
     while cell_len(head) > room:                   # wide characters
         head = head[:-1]
-    if room < len(text) and not text[room].isspace() and " " in head:
+    if room < len(text) and not text[room].isspace() and not head.endswith(" "):    # the cut is inside a word
+        if " " not in head.strip():                # a single word wider than the room: cut where it must
+            head = text[:width - 1]
+            while cell_len(head) > width - 1:
+                head = head[:-1]
+            return head + ELLIPSIS
         head = head[:head.rstrip().rfind(" ")]      # back to the last space: no half word
-    head = head.rstrip()
-    return f"{head} {ELLIPSIS}" if head else text[:width - 1] + ELLIPSIS
+    return f"{head.rstrip()} {ELLIPSIS}"

@@ -95,7 +95,6 @@ def counter_parts(run: RunInfo | None, c: Counters | None) -> list[Text]:
         t.append(f" ({c.done} of {c.n} questions)", style="dim")
     else:
         t.append(f"{human_value(c.share(c.realized), 'frac')}%", style="bold green")
-        t.append(f" of {c.n}", style="dim")
     parts = [t]
     for p in run.probes:
         t = Text()
@@ -114,7 +113,13 @@ def counter_parts(run: RunInfo | None, c: Counters | None) -> list[Text]:
         if c.final():
             t.append(f" gap {human_value(gap(reachable, c.share(c.realized)), 'frac', signed=True)}")
         t.append(f" F={c.failure[p]}", style="bold")
+    parts.append(Text(f"n={c.n}", style="dim"))
     return parts
+
+
+def counter_text(run: RunInfo | None, c: Counters | None) -> Text:
+    """The counters on one line, as the header shows them where the width allows."""
+    return Text(" │ ").join(counter_parts(run, c))
 
 
 class DetailPane(VerticalScroll):
