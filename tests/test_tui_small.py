@@ -247,3 +247,19 @@ def test_text_fits_its_width_whole_words_only():
     assert cut_at_word(text, 43) == "Sam has 17 apples and finds 39 more. He …"
     assert cut_at_word(text, 40) == "Sam has 17 apples and finds 39 more. …"
     assert cut_at_word("Supercalifragilistic", 8) == "Superca…"     # one word wider than the room
+
+
+async def test_a_footer_whose_screen_closed_before_it_was_fitted_does_nothing(stored):
+    """The footer fits its keys after a refresh; a screen closed quickly (v, escape) takes its footer with
+    it before then: fitting it must not fail."""
+    from reachtui.tui.widgets.footer import FittingFooter
+
+    path, _ = stored
+    app = ReachApp(path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("v")
+        footer = app.screen.query_one(FittingFooter)
+        await pilot.press("escape")
+        await pilot.pause()
+        footer.fit()
+        assert app.is_running

@@ -23,7 +23,10 @@ class FittingFooter(Footer):
         self.call_after_refresh(self.fit)
 
     def fit(self) -> None:
-        """Show the keys that fit, by rank (the rest hidden), in the footer's own order."""
+        """Show the keys that fit, by rank (the rest hidden), in the footer's own order. (Called after a
+        refresh: by then the footer's screen may have closed, and there is nothing to fit.)"""
+        if not self.is_attached:
+            return
         keys = [k for k in self.query(FooterKey) if not k.has_class("-command-palette")]
         room = self.size.width - sum(_width(k) for k in self.query(".-command-palette"))
         bound = self.screen.active_bindings
