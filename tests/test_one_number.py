@@ -1,6 +1,6 @@
 """One meaning per number: on one run, every view writes the same reachable, gap and retained cells — csv,
 json, md, LaTeX and the terminal (`reachtui export summary`), the audit's closing table, and the app (the
-header's counters and its intervals line, key `i`). Retained is "–" wherever the gap is 0 or below, has no
+header's counters and its intervals grid, key `i`). Retained is "–" wherever the gap is 0 or below, has no
 interval wherever the gap's interval holds 0, and the notes say why, and why a gap or a retained is negative.
 
 Two runs: a real 2-question audit of the demo model (sample and routes at K = 2), and a synthetic run whose
@@ -93,31 +93,34 @@ def value(cell: str) -> str:
 
 
 async def app_cells(path) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
-    """(the header's counters: reachable and gap per probe, the intervals line: reachable, gap, retained)."""
+    """(the header's counters: reachable and gap per probe, the intervals grid, key `i`: reachable, gap,
+    retained per probe, read off the screen: a measure per row, a probe per column, at a width where every
+    cell fits on one line)."""
     import time
 
-    from textual.widgets import Static
-
     from reachtui.tui.app import ReachApp
-    from reachtui.tui.widgets.panes import RunHeader
+    from tui_screen import screen_text
 
     app = ReachApp(path)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=(260, 50)) as pilot:
         await pilot.pause()
-        header = app.main.query_one(RunHeader)
-        counters = str(header.query_one("#run-counters", Static).render())
+        counters = " ".join(screen_text(app)[:3])
         await pilot.press("i")
+        pane = app.main.query_one("#intervals")
         end = time.monotonic() + 30
-        while "95% intervals" not in str(header.query_one("#run-intervals", Static).render()):
+        while not any("95% intervals" in line for line in screen_text(app)):
             assert time.monotonic() < end
             await pilot.pause(0.05)
-        intervals = str(header.query_one("#run-intervals", Static).render())
+        r = pane.region
+        shown = [line[r.x:r.right].strip() for line in screen_text(app)[r.y:r.bottom]]
         probes = app.run_info.probes
-    head = {p: dict(zip(("reachable", "gap"), re.search(rf"{re.escape(p)} (\S+)%  gap (\S+)", counters).groups()))
+    heads = next(i for i, line in enumerate(shown) if line.split() == ["95%", "intervals", *probes])
+    grid = {re.split(r"\s{2,}", line)[0]: re.split(r"\s{2,}", line)[1:] for line in shown[heads + 1:heads + 6]}
+    labels = {"reachable": "reachable", "gap": "gap", "retained": "retained (vote)"}
+    head = {p: dict(zip(("reachable", "gap"), re.search(rf"{re.escape(p)} (\S+)% gap (\S+)", counters).groups()))
             for p in probes}
-    line = {p: dict(zip(SHOWN, re.search(rf"^{re.escape(p)}  reachable (.*?)  gap (.*?)  retained \(vote\) (.*?)  "
-                                         rf"control ", intervals, re.M).groups())) for p in probes}
-    return head, {"notes": intervals, **line}
+    line = {p: {c: grid[labels[c]][i] for c in SHOWN} for i, p in enumerate(probes)}
+    return head, {"notes": " ".join(" ".join(shown).split()), **line}
 
 
 async def every_view(path, run_id: int) -> dict[str, dict[str, dict[str, str]]]:

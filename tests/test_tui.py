@@ -71,6 +71,13 @@ def screen_lines(app: ReachApp) -> list[str]:
     return ["".join(t for _x, t in sorted(v)).replace("\xa0", " ").rstrip() for _y, v in sorted(rows.items())]
 
 
+def live_text(app: ReachApp) -> str:
+    """What the live pane says (a live result, an apply's counts, a failure), its whole text."""
+    from tui_screen import plain
+
+    return plain(app.query_one("#live-text").content)
+
+
 def shown(app: ReachApp) -> list[str]:
     return app.table.row_ids
 
@@ -227,7 +234,7 @@ async def test_live_run_and_apply_with_a_runner(stored, tmp_path):
         assert r["qid"] == ids["failure:routes"][0]
         assert r["correct"] is True and r["silenced"] == "2" and r["route"] == "0-7"
         assert r["default_correct"] is False
-        live = str(app.query_one("#live").render())
+        live = live_text(app)
         assert "silence MLP 2" in live and "✓" in live
         await pilot.press("A")
         await settle(app, pilot)
@@ -260,7 +267,7 @@ async def test_live_run_and_apply_with_a_runner(stored, tmp_path):
         assert app.last_apply["repaired"] == len(ids["failure:routes"])
         # ... and the table shows the questions it changed: here every failure-set question, repaired
         assert app.filter.kind == "changed" and shown(app) == ids["failure:routes"]
-        assert f"exploration #{eid}" in str(app.query_one("#live").render())
+        assert f"exploration #{eid}" in live_text(app)
 
 
 async def test_worker_errors_are_notifications_not_crashes(stored):
@@ -272,7 +279,7 @@ async def test_worker_errors_are_notifications_not_crashes(stored):
         assert app.is_running
         notes = [n.message for n in app._notifications]
         assert any("synthetic" in m or "not found" in m for m in notes), notes
-        assert "failed" in str(app.query_one("#live").render())
+        assert "failed" in live_text(app)
 
 
 async def test_export_writes_the_filtered_table(stored, tmp_path):
@@ -283,7 +290,8 @@ async def test_export_writes_the_filtered_table(stored, tmp_path):
         await pilot.press("f", "E")
         out = app.last_export
         assert out is not None and out.exists() and out.suffix == ".csv"
-        assert str(out) in str(app.query_one("#status").render())
+        assert f"exported → {out.name}" in str(app.query_one("#status").render())  # the folder: in a notification
+        assert any(str(out) in n.message for n in app._notifications)
     rows = list(csv.DictReader(out.open()))
     assert [r["question_id"] for r in rows] == ids["failure:sample"]
     assert all(r["realized"] == "0" and r["reachable_sample"] == "1" for r in rows)
@@ -530,36 +538,79 @@ async def test_worker_messages_while_another_screen_is_on_top(stored):
         await settle(app, pilot, 0.1)
         assert app.is_running
         await pilot.press("escape")
-        assert "exploration #9" in str(app.query_one("#live").render())
+        assert "exploration #9" in live_text(app)
 
 
-async def test_intervals_on_demand_in_the_header(stored):
-    """`i` shows reachable beside its chance control with 95% intervals (the numbers of the summary
-    export), `i` again hides it; the reach chart carries each probe's control@k curve."""
-    from textual.widgets import Static
-
-    from reachtui.tables import header_lines, summary_rows, summary_table
+async def test_intervals_on_demand_in_the_question_pane(stored):
+    """`i` shows, in the question pane's place, per probe reachable, gap, retained, chance control and excess
+    with 95% intervals (the cells of the summary export, `tables.header_grid`): a measure per row, the
+    probes side by side in protocol order, an interval never broken (here, at 150 columns, each under its
+    value), and the notes; `i` again brings the question back. The reach chart carries each probe's
+    control@k curve."""
+    from reachtui.tables import header_grid, summary_rows, summary_table
     from reachtui.tui.screens.charts import chart_data
-    from reachtui.tui.widgets.panes import RunHeader
+    from tui_screen import cut_words, screen_text
 
     path, run_id = stored
     with Store(path, readonly=True) as store:
-        expected = header_lines(summary_table(store, [run_id]))
+        labels, cells, notes = header_grid(summary_table(store, [run_id]))
         rows = {r["probe"]: r for r in summary_rows(store, run_id, intervals=True)}
-    assert expected
+    assert [c["probe"] for c in cells] == ["sample", "routes"] and notes
     app = ReachApp(path)
     async with app.run_test(size=SIZE) as pilot:
-        header = app.main.query_one(RunHeader)
         await pilot.press("i")
-        await until(pilot, lambda: "95% intervals" in str(header.query_one("#run-intervals", Static).render()))
-        shown = str(header.query_one("#run-intervals", Static).render())
-        for line in expected:
-            assert line in shown
+        pane = app.main.query_one("#intervals")
+
+        def lines() -> list[str]:
+            r = pane.region
+            return [line[r.x:r.right] for line in screen_text(app)[r.y:r.bottom]]
+
+        await until(pilot, lambda: any("95% intervals" in line for line in lines()))
+        shown = lines()
+        assert not app.main.query_one("#detail").display and cut_words(app) == []
+        heads = next(line for line in shown if "sample" in line)
+        assert heads.index("sample") < heads.index("routes")
+        for m, label in labels.items():
+            i = next(i for i, line in enumerate(shown) if line.strip().startswith(label))
+            values = [c[m].split(" [")[0] for c in cells]
+            spans = [c[m][len(v) + 1:] for c, v in zip(cells, values) if c[m] != v]
+            at = [shown[i].index(v, len(label)) for v in values]
+            assert at == sorted(at), (m, shown[i])
+            below = shown[i + 1]
+            assert [below.index(span) for span in spans] == sorted(below.index(span) for span in spans), (m, below)
+        text = " ".join(" ".join(shown).split())
+        for note in notes:
+            assert note in text
         await pilot.press("i")
-        assert not header.intervals_shown
+        assert not app.main.intervals_shown and app.main.query_one("#detail").display
         cd = chart_data(app.data, app.run_info)
         for probe in cd.curves:
             assert cd.controls[probe] == list(rows[probe]["control_at_k"])
+
+
+def test_an_interval_never_breaks_whatever_the_width():
+    """The intervals grid at any width: one line per measure where the cells fit, each interval under its
+    value where not, the probes one after another where even that is too wide; never "[8.2," alone."""
+    from rich.console import Console
+
+    from reachtui.tui.widgets.panes import intervals_grid
+    from tui_screen import OPEN_INTERVAL, plain
+
+    labels = {"reachable": "reachable", "control": "control", "retained": "retained (vote)"}
+    cells = [dict(probe=p, reachable="80.0 [68.2, 88.2]", control="11.2 [8.2, 15.2]", retained="-900.0")
+             for p in ("sample", "routes", "mcts")]
+    console = Console(width=200)
+    widths = {}
+    for width in (120, 60, 30):
+        text = plain(intervals_grid(labels, cells, width, console), width)
+        lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+        assert max(len(line) for line in lines) <= width
+        assert not any(OPEN_INTERVAL.search(line) for line in lines), lines
+        assert sum(line.count("[8.2, 15.2]") for line in lines) == 3      # each probe's control, whole
+        widths[width] = lines
+    assert any(line.startswith("control") and line.count("11.2 [8.2, 15.2]") == 3 for line in widths[120])
+    assert any(line.startswith("control") and line.count("11.2") == 3 and "[" not in line for line in widths[60])
+    assert sum(line.strip().startswith("control") for line in widths[30]) == 3    # one probe after another
 
 
 async def test_first_hit_reads_the_same_in_the_table_the_detail_and_the_export(stored, tmp_path):

@@ -7,7 +7,12 @@ from __future__ import annotations
 import pytest
 
 from reachtui.tui.app import ReachApp
-from test_tui import FakeRunner, screen_lines, settle, store_ids
+from test_tui import FakeRunner, settle, store_ids
+from tui_screen import screen_text
+
+
+def screen_lines(app) -> list[str]:
+    return [line.strip() for line in screen_text(app)]
 from tui_store import build_store
 
 
@@ -37,8 +42,9 @@ async def test_every_action_shows_its_result(stored, size):
         qid = ids["failure:routes"][0]
         assert any(f"live run on {qid}" in line for line in lines), lines
         live = {line.split("▕")[-1].strip() for line in lines}      # the right-hand pane, when side by side
-        assert any(line.startswith(f"edited  ✓ {app.last_live['answer']}") for line in live), lines
-        assert any(line.startswith(f"default ✗ {app.last_live['default_answer']}") for line in live), lines
+        r = app.last_live
+        assert any(line.startswith(f"answer  default ✗ {r['default_answer']} → edited ✓ {r['answer']}")
+                   for line in live), lines
         await pilot.press("A")
         await settle(app, pilot, 0.1)
         n_f = len(ids["failure:routes"])

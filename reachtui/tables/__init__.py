@@ -32,12 +32,12 @@ from reachtui.tables.questions import ATTEMPT_COLUMNS, attempts_table, questions
 from reachtui.tables.registry import TABLES, TABLE_SPECS, build_table
 from reachtui.tables.source import column_suffix, is_reach_probe, run_info, run_probes
 from reachtui.tables.summary import (SUMMARY_COLUMNS, SUMMARY_NOTE, closing, closing_lines, closing_table,
-                                     header_lines, summary_lines, summary_rows, summary_table, summary_views)
+                                     header_grid, header_lines, summary_lines, summary_rows, summary_table, summary_views)
 from reachtui.tables.table import Column, Table, select
 
 __all__ = [
     "TABLES", "TABLE_SPECS", "build_table", "Table", "Column", "select",
-    "summary_rows", "summary_table", "summary_lines", "header_lines", "summary_views", "closing", "closing_table", "closing_lines",
+    "summary_rows", "summary_table", "summary_lines", "header_grid", "header_lines", "summary_views", "closing", "closing_table", "closing_lines",
     "SUMMARY_COLUMNS", "SUMMARY_NOTE", "questions_table", "attempts_table", "ATTEMPT_COLUMNS",
     "passk_table", "hits_table", "PASSK_COLUMNS", "HITS_COLUMNS", "mlp_scan_table", "mlp_best", "MLP_COLUMNS",
     "compare_runs", "compare_table", "compare_views", "Comparison", "CELLS", "COMPARE_COLUMNS", "transition",

@@ -258,17 +258,20 @@ def summary_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
 HEADER_COLUMNS = ("reachable", "gap", "retained", "control", "excess")
 
 
+def header_grid(table: Table) -> tuple[dict[str, str], list[dict[str, str]], list[str]]:
+    """The app's intervals (key `i`) of a one-run `summary_table`: the headings of HEADER_COLUMNS, per probe
+    row its cells exactly as the terminal table writes them (value and 95% interval, "–" where there is
+    none), and the table's notes on its gap and retained cells (`reachtui.outcomes.gap_retained_notes`)."""
+    labels = {c.name: c.header for c in table.columns if c.name in HEADER_COLUMNS}
+    rows = [cells for cells in human_cells(table) if cells["probe"] != REALIZED]
+    return {c: labels[c] for c in HEADER_COLUMNS}, rows, [n for n in table.notes if not n.startswith(SUMMARY_NOTE)]
+
+
 def header_lines(table: Table) -> list[str]:
-    """The app's intervals line (key `i`): per probe row of a one-run `summary_table`, the cells of
-    HEADER_COLUMNS exactly as the terminal table writes them (value and 95% interval, "–" where there is
-    none), then the table's notes on its gap and retained cells (`reachtui.outcomes.gap_retained_notes`)."""
-    labels = {c.name: c.header for c in table.columns}
-    lines = []
-    for cells in human_cells(table):
-        if cells["probe"] == REALIZED:
-            continue
-        lines.append(f"{cells['probe']}  " + "  ".join(f"{labels[c]} {cells[c]}" for c in HEADER_COLUMNS))
-    return lines + [n for n in table.notes if not n.startswith(SUMMARY_NOTE)]
+    """`header_grid` as lines: one per probe, then the notes."""
+    labels, rows, notes = header_grid(table)
+    return [f"{cells['probe']}  " + "  ".join(f"{labels[c]} {cells[c]}" for c in HEADER_COLUMNS)
+            for cells in rows] + notes
 
 
 def _table_values(r: dict[str, Any], realized_row: dict[str, Any]) -> dict[str, Any]:

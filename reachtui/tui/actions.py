@@ -63,11 +63,11 @@ ACTIONS: tuple[Action, ...] = (
     Action("view.charts", "v", "app.charts", "Charts", "MLP scan, reachable@k, pass@k"),
     Action("view.intervals", "i", "app.intervals", "Intervals",
            "Show/hide per probe reachable, gap, retained, chance control and excess with 95% intervals "
-           "(as the summary export writes them) in the header", show=False),
+           "(as the summary export writes them) in the question pane's place", show=False),
     Action("export.csv", "E", "app.export('questions', 'csv')", "Export",
            "Write the table as filtered now to a CSV file in exports/ beside the store (git-ignored); the status "
            "line says where"),
-    Action("app.focus_next", "tab", "app.focus_next", "Focus", "Move the focus (question table, detail pane)", show=False),
+    Action("app.focus_next", "tab", "app.focus_next", "Focus", "Move the focus (question table, question pane, live result)", show=False),
     Action("compare.all", "a", "compare_all", "All", "Every compared question", scope="compare"),
     Action("compare.gained", "r", "compare_filter('realized', 'gained')", "Realized gained",
            "Right by default in run B only", scope="compare"),
@@ -95,6 +95,12 @@ ACTIONS: tuple[Action, ...] = (
 )
 
 BY_ID = {a.id: a for a in ACTIONS}
+#: The footer's keys by importance: where the terminal is too narrow for all of them, those first (the
+#: help screen, `?`, lists every key).
+FOOTER_ORDER = ("app.help", "app.quit", "live.run", "filter.failure", "layer.silence", "layer.skip", "live.apply",
+                "app.search", "view.charts", "filter.all", "filter.realized", "filter.unreachable", "layer.edit",
+                "export.csv", "compare.all", "compare.gained", "compare.lost", "compare.expanded", "compare.shrunk",
+                "compare.charts", "compare.both_wrong")
 #: The command palette's own key (not a binding of ours: Textual's).
 PALETTE_KEY = "ctrl+p"
 

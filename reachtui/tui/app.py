@@ -13,6 +13,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from reachtui.tui.data import AuditData, RunInfo
 from reachtui.tui.intervention import LayerEditor
 from reachtui.tui.messages import EngineProgress, LiveDone, ModelState, RowsLoaded
 from reachtui.tui.palette import ReachCommands
-from reachtui.tui.screens.main import MainScreen
+from reachtui.tui.screens.main import MainScreen, shown_path
 from reachtui.tui.state import QRow
 
 START = time.perf_counter()
@@ -84,10 +85,11 @@ class ReachApp(App[None]):
         self.all_rows: list[QRow] = []
         self.frozen: dict[str, dict[str, Any]] = {}
         self.runner = None
-        self.model_status = "not loaded (loads on the first live run)"
+        self.model_status = "not loaded · loads on the first live run"   # parts " · ", the header drops the last first
         self._model_lock = threading.Lock()
         self._audit_cancel = threading.Event()
         self._apply_cancel = threading.Event()
+        self._writers: dict[threading.Event, str] = {}    # engine jobs writing to the store (set when done)
         self.audit_running = False
         self._audit_run_id: int | None = None
         self._last_reload = 0.0
@@ -244,7 +246,7 @@ class ReachApp(App[None]):
             self._show_rows(msg.run, msg.rows, msg.frozen)
             ev = msg.progress
             if ev is not None and self.audit_running and ev.run_id == msg.run.id:
-                self.main.show_progress(ev.done, ev.total, f"{ev.label} {ev.done}/{ev.total}")
+                self.main.show_progress(ev.done, ev.total, f"audit: {ev.label} {ev.done}/{ev.total}")
 
     def _show_rows(self, run: RunInfo, rows: list[QRow], frozen: dict[str, dict[str, Any]]) -> None:
         new_run = self.run_info is None or self.run_info.id != run.id
@@ -259,8 +261,8 @@ class ReachApp(App[None]):
     # ---- the header's intervals -------------------------------------------------------------------
 
     def action_intervals(self) -> None:
-        """Toggle the header's honesty lines: per probe reachable, gap, retained, chance control and excess
-        with 95% intervals, as the summary export writes them, and its notes on gap and retained."""
+        """Toggle the intervals in the detail pane's place: per probe reachable, gap, retained, chance control
+        and excess with 95% intervals, as the summary export writes them, and its notes on gap and retained."""
         if self.main.intervals_shown:
             self.main.show_intervals(None)
         elif self.run_info is None:
@@ -272,13 +274,12 @@ class ReachApp(App[None]):
     @work(thread=True, exclusive=True, group="intervals", exit_on_error=False, name="intervals")
     def _intervals_worker(self, run_id: int) -> None:
         from reachtui.store import Store
-        from reachtui.tables import header_lines, summary_table
+        from reachtui.tables import header_grid, summary_table
 
         with Store(self.store_path, readonly=True) as store:
-            lines = header_lines(summary_table(store, [run_id]))     # the cells `reachtui export summary` writes
-        text = "\n".join(lines) if lines else "no reachability probe in this run"
-        if not get_current_worker().is_cancelled:
-            self.call_from_thread(self.main.show_intervals, f"95% intervals\n{text}")
+            grid = header_grid(summary_table(store, [run_id]))     # the cells `reachtui export summary` writes
+        if not get_current_worker().is_cancelled and self.main.intervals_shown:
+            self.call_from_thread(self.main.show_intervals, grid if grid[1] else "no reachability probe in this run")
 
     # ---- the model --------------------------------------------------------------------------------
 
@@ -298,18 +299,11 @@ class ReachApp(App[None]):
                 self.post_message(ModelState(f"{runner.engine} ready at {runner.client.where} · {runner.num_layers} "
                                              f"layers (routes need the model in-process)", runner.num_layers))
             if self.runner is None:
-                from reachtui.model.run import load_runner
-
                 spec = self.model_spec()
-                self.post_message(ModelState(f"loading {spec} …"))
+                self.post_message(ModelState(f"loading {spec} …", loading=True))
                 t0 = time.perf_counter()
-                launch = self.launch
                 try:
-                    runner = load_runner(spec, device=launch.device, dtype=launch.dtype, device_map=launch.device_map,
-                                         offload_folder=launch.offload_folder, allow_download=launch.allow_download,
-                                         trust_remote_code=launch.trust_remote_code,
-                                         allow_pickle=launch.allow_pickle,
-                                         allow_missing_weights=launch.allow_missing_weights)
+                    runner = self.load_runner(spec)
                 except Exception as exc:
                     # said where it stays (header, layer strip), not only in a notification that fades
                     text = str(exc) if isinstance(exc, ReachError) else f"{type(exc).__name__}: {exc}"
@@ -322,9 +316,25 @@ class ReachApp(App[None]):
                     f"· loaded in {time.perf_counter() - t0:.1f} s", runner.num_layers))
             return self.runner
 
+    def load_runner(self, spec: str):
+        """Load the model as `reachtui open` was told to (in the calling worker thread)."""
+        from reachtui.model.run import load_runner
+
+        launch = self.launch
+        return load_runner(spec, device=launch.device, dtype=launch.dtype, device_map=launch.device_map,
+                           offload_folder=launch.offload_folder, allow_download=launch.allow_download,
+                           trust_remote_code=launch.trust_remote_code, allow_pickle=launch.allow_pickle,
+                           allow_missing_weights=launch.allow_missing_weights)
+
     @on(ModelState)
     def _model_state(self, msg: ModelState) -> None:
         self.model_status = msg.text
+        if not self.audit_running:     # the audit's bar tells its own story; else the bar is the model's
+            if msg.loading:
+                self.main.show_progress(0, None, f"model: {msg.text}")
+                self.notify(f"{msg.text} for the live run: once, a few seconds; keys stay live", title="model")
+            else:
+                self.main.show_progress(None, None)
         if msg.failed:
             self.main.model_problem(msg.text)
         iv = self.main.intervention
@@ -392,7 +402,7 @@ class ReachApp(App[None]):
 
         runner = self.ensure_runner()
         iv = iv if iv is not None and iv.num_layers == runner.num_layers else LayerEditor.identity(runner.num_layers)
-        with Store(self.store_path) as store:
+        with self._storing("the apply's current chunk"), Store(self.store_path) as store:
             mlp.apply(store, runner, run_id, probe, iv.value,
                       on_event=lambda ev: self.post_message(EngineProgress(ev)), cancel=self._apply_cancel)
 
@@ -408,13 +418,40 @@ class ReachApp(App[None]):
     def _start_audit(self) -> None:
         self.audit_running = True
         self.model_status = "loading for the audit …"    # one story at start-up: the header and the bar agree
-        self.main.show_progress(0, None, "loading the model …")
+        self.main.show_progress(0, None, "audit: loading the model …")
         self._audit_worker()
 
     @work(thread=True, exclusive=True, group="audit", exit_on_error=False, name="audit")
     def _audit_worker(self) -> None:
-        self.launch.audit_job(self.ensure_runner, lambda ev: self.post_message(EngineProgress(ev)),
-                              self._audit_cancel)
+        with self._storing("the audit's current batch"):
+            self.launch.audit_job(self.ensure_runner, lambda ev: self.post_message(EngineProgress(ev)),
+                                  self._audit_cancel)
+
+    @contextmanager
+    def _storing(self, what: str):
+        """Mark the calling engine job as one that writes to the store, until it ends (`wait_for_writers`)."""
+        done = threading.Event()
+        self._writers[done] = what
+        try:
+            yield
+        finally:
+            done.set()
+            self._writers.pop(done, None)
+
+    def wait_for_writers(self, say) -> None:
+        """After quitting: let an audit batch or an apply chunk still being computed be stored (its job was
+        cancelled and stops after it), saying so with `say(line)`; ctrl+c stops at once instead (what was
+        not stored runs again when the run is resumed). Called once the terminal is given back."""
+        writers = dict(self._writers)
+        if not writers:
+            return
+        say(f"finishing {' and '.join(writers.values())} so that it is stored (ctrl+c stops now; the run resumes "
+            f"either way) …")
+        try:
+            for done in writers:
+                done.wait()
+        except KeyboardInterrupt:
+            say("stopped: what was not stored yet runs again when the run is resumed")
 
     def stop_audit(self) -> None:
         """Stop the background audit after its current batch (the run stays resumable: open it again)."""
@@ -460,8 +497,11 @@ class ReachApp(App[None]):
         if self.data is None or self.run_info is None:
             self.notify("no run is open", severity="warning")
             return
+        ev = self._audit_progress
+        running = (f"now {ev.label} {ev.done}/{ev.total}" if ev is not None else "starting") if self.audit_running \
+            else None
         try:
-            cd = chart_data(self.data, self.run_info)
+            cd = chart_data(self.data, self.run_info, running)
         except Exception as exc:  # noqa: BLE001 - a chart must never take the app down
             self.notify(f"{type(exc).__name__}: {exc}", title="charts", severity="error")
             return
@@ -493,7 +533,7 @@ class ReachApp(App[None]):
             self.notify(str(exc), title="export", severity="error")
             return None
         self.last_export = path.resolve()
-        self.notify(f"{n} rows → {self.last_export}", title=f"export: {table} as {fmt}")
+        self.notify(f"{n} rows → {shown_path(self.last_export)}", title=f"export: {table} as {fmt}")
         main.refresh_chrome()
         return path
 
@@ -522,13 +562,13 @@ class ReachApp(App[None]):
         """The line the terminal keeps after quitting: where the open run is, and how to come back to it."""
         if self.run_info is None:
             return None
-        stopped = " (its audit stopped after the batch it was on)" if self.audit_running else ""
+        stopped = " (its audit stops after the batch it is on)" if self.audit_running else ""
         return (f"run {self.run_info.id} is stored in {self.store_path}{stopped}; reopen it with "
                 f"reachtui open --store {self.store_path} --run {self.run_info.id}")
 
     async def action_quit(self) -> None:
-        if self.audit_running:
-            self.notify("quitting: the audit stops after the batch it is on", timeout=30)
+        """Quit at once: the engine's jobs are told to stop after the batch they are on, and `reachtui open`
+        says where the run is stored and waits for that batch only after the terminal is given back."""
         self._audit_cancel.set()
         self._apply_cancel.set()
         self.workers.cancel_all()

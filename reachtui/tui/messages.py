@@ -29,9 +29,9 @@ class EngineProgress(Message):
 class ModelState(Message):
     """The model's state for the header (loading, ready, failed) and, once known, its layer count."""
 
-    def __init__(self, text: str, num_layers: int | None = None, failed: bool = False) -> None:
+    def __init__(self, text: str, num_layers: int | None = None, failed: bool = False, loading: bool = False) -> None:
         super().__init__()
-        self.text, self.num_layers, self.failed = text, num_layers, failed
+        self.text, self.num_layers, self.failed, self.loading = text, num_layers, failed, loading
 
 
 class LiveDone(Message):

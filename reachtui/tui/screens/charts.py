@@ -9,11 +9,12 @@ from typing import Any
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.widgets import Static, TabbedContent, TabPane
 from textual_plotext import PlotextPlot
 
 from reachtui.probes import registry
 from reachtui.tables.mlp import best_of
+from reachtui.tui.widgets.footer import FittingFooter
 
 
 @dataclass
@@ -25,9 +26,10 @@ class ChartData:
     controls: dict[str, list[float]] = field(default_factory=dict)  # probe -> chance control@k, k = 1..K
     passk: dict[str, list[float]] = field(default_factory=dict)  # unordered probes -> pass@k, k = 1..K
     realized: float | None = None  # realized fraction
+    running: str | None = None  # the audit's phase while it runs (its figures are so far)
 
 
-def chart_data(data, run) -> ChartData:
+def chart_data(data, run, running: str | None = None) -> ChartData:
     """Everything the charts show for `run`, from an `AuditData`: the MLP scan as stored, and each reach
     probe's budget curve (reachable@k or pass@k, `reachtui.curves`) and chance control@k as the summary
     table computes them."""
@@ -35,7 +37,7 @@ def chart_data(data, run) -> ChartData:
 
     from reachtui.tables.mlp import mlp_scan_table
 
-    out = ChartData(title=run.label)
+    out = ChartData(title=run.label, running=running)
     rows = mlp_scan_table(data.store, [run.id]).dicts()
     if rows:
         sets: dict[str, list] = {}
@@ -58,35 +60,48 @@ def chart_data(data, run) -> ChartData:
 
 
 class _Chart(PlotextPlot):
-    """A chart of one run's `ChartData`; `draw` fills the plot once mounted."""
+    """A chart of one run's `ChartData`; `draw` fills the plot once mounted. Its title is a caption above
+    it (`caption`), which wraps at words where plotext would cut a title at the plot's width; `texts` are
+    the words the plot itself shows (its labels), for the tests that check nothing on screen is cut."""
 
     def __init__(self, cd: ChartData, **kw) -> None:
         super().__init__(**kw)
         self.cd = cd
+        self.texts = ""
 
     def on_mount(self) -> None:
         self.draw(self.plt)
 
+    def caption(self) -> str:
+        raise NotImplementedError
+
     def draw(self, plt) -> None:
         raise NotImplementedError
 
-    def curves(self, plt, curves: dict[str, list[float]], title: str, estimator=None) -> None:
+    def label(self, plt, x: str, y: str = "%") -> None:
+        plt.xlabel(x)
+        plt.ylabel(y)
+        self.texts += f" {x} {y}"
+
+    def curves(self, plt, curves: dict[str, list[float]], estimator=None) -> None:
         """Curves over k = 1..K (whole numbers on the axis), the realized level beside them, 0-100%."""
         kmax = max((len(c) for c in curves.values()), default=1)
+        labels = []
         for probe, curve in curves.items():
+            labels.append(f"{probe} {estimator(probe) if estimator else 'pass@k (unbiased)'}")
             plt.plot(list(range(1, len(curve) + 1)), [100 * v for v in curve], marker="braille",
-                     label=f"{probe} {estimator(probe) if estimator else 'pass@k (unbiased)'}",
-                     color=registry.get(probe).colour)
+                     label=labels[-1], color=registry.get(probe).colour)
             control = self.cd.controls.get(probe) if estimator else None
             if control:
+                labels.append(f"{probe} chance control@k")
                 plt.plot(list(range(1, len(control) + 1)), [100 * v for v in control],
-                         label=f"{probe} chance control@k", marker="dot", color=registry.get(probe).colour)
+                         label=labels[-1], marker="dot", color=registry.get(probe).colour)
         if self.cd.realized is not None:
+            labels.append("realized")
             plt.plot([1, kmax], [100 * self.cd.realized] * 2, label="realized", color="green")
+        self.texts += " " + " ".join(labels)
         plt.xticks(_whole_ticks(kmax))
-        plt.title(title)
-        plt.xlabel("k (attempts)")
-        plt.ylabel("%")
+        self.label(plt, "k (attempts)")
         plt.ylim(0, 100)
 
 
@@ -97,46 +112,55 @@ def _whole_ticks(kmax: int, most: int = 12) -> list[int]:
 
 
 class MlpChart(_Chart):
+    def caption(self) -> str:
+        cd = self.cd
+        if not cd.mlp:
+            if cd.running:
+                return f"no MLP scan yet: the audit is still running ({cd.running}); press v again when it is done"
+            return "no MLP scan in this run (reachtui audit … --mlp-scan)"
+        title = f"MLP silencing scan on {cd.mlp_set} (|F|={cd.mlp[0]['failure_n']}, |R|={cd.mlp[0]['realized_n']})"
+        best = best_of(cd.mlp)
+        if best is None:
+            return title + " · empty failure set: no best block"
+        most, net = best
+        return (title + f" · most repairs: layer {most['layer']} ({most['repaired']} repaired, {most['broken']} "
+                f"broken) · best net: layer {net['layer']} ({net['net']:+d})")
+
     def draw(self, plt) -> None:
         cd = self.cd
         if not cd.mlp:
-            plt.title("no MLP scan in this run (reachtui audit … --mlp-scan)")
             return
         layers = [str(r["layer"]) for r in cd.mlp]
         repair = [100.0 * (r["repair_rate"] or 0.0) for r in cd.mlp]
         brk = [100.0 * (r["break_rate"] or 0.0) for r in cd.mlp]
-        plt.multiple_bar(layers, [repair, brk], labels=["repair % (failure set)", "break % (realized set)"],
-                         color=["green", "red"])
-        best = best_of(cd.mlp)
-        title = f"MLP silencing scan on {cd.mlp_set} (|F|={cd.mlp[0]['failure_n']}, |R|={cd.mlp[0]['realized_n']})"
-        if best is None:
-            title += " · empty failure set: no best block"
-        else:
-            most, net = best
-            title += (f" · most repairs: layer {most['layer']} ({most['repaired']} repaired, {most['broken']} broken)"
-                      f" · best net: layer {net['layer']} ({net['net']:+d})")
-        plt.title(title)
-        plt.xlabel("silenced MLP (layer)")
-        plt.ylabel("%")
+        labels = ["repair % (failure set)", "break % (realized set)"]
+        plt.multiple_bar(layers, [repair, brk], labels=labels, color=["green", "red"])
+        self.texts += " " + " ".join(labels)
+        self.label(plt, "silenced MLP (layer)")
         plt.ylim(0, 100)
 
 
 class ReachChart(_Chart):
-    def draw(self, plt) -> None:
+    def caption(self) -> str:
         if not self.cd.curves:
-            plt.title("no reach probe attempts yet")
-            return
-        self.curves(plt, self.cd.curves,
-                    "reachable@k / pass@k (braille) vs chance control@k (dots): a probe beats luck where they part",
-                    estimator=lambda probe: "reachable@k" if registry.is_ordered(probe) else "pass@k")
+            return "no reach probe attempts yet"
+        return "reachable@k / pass@k (braille) vs chance control@k (dots): a probe beats luck where they part"
+
+    def draw(self, plt) -> None:
+        if self.cd.curves:
+            self.curves(plt, self.cd.curves,
+                        estimator=lambda probe: "reachable@k" if registry.is_ordered(probe) else "pass@k")
 
 
 class PassChart(_Chart):
-    def draw(self, plt) -> None:
+    def caption(self) -> str:
         if not self.cd.passk:
-            plt.title("no sampling probe in this run: pass@k needs exchangeable attempts (sample)")
-            return
-        self.curves(plt, self.cd.passk, "pass@k: 1 − C(n−c,k)/C(n,k), averaged over questions")
+            return "no sampling probe in this run: pass@k needs exchangeable attempts (sample)"
+        return "pass@k: 1 − C(n−c,k)/C(n,k), averaged over questions"
+
+    def draw(self, plt) -> None:
+        if self.cd.passk:
+            self.curves(plt, self.cd.passk)
 
 
 class ChartsScreen(Screen):
@@ -157,13 +181,13 @@ class ChartsScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static(self.cd.title, id="charts-title")
         with TabbedContent(initial=self.initial):
-            with TabPane("MLP scan", id="mlp"):
-                yield MlpChart(self.cd)
-            with TabPane("reachable@k", id="reach"):
-                yield ReachChart(self.cd)
-            with TabPane("pass@k", id="passk"):
-                yield PassChart(self.cd)
-        yield Footer()
+            for tab, name, chart in (("mlp", "MLP scan", MlpChart), ("reach", "reachable@k", ReachChart),
+                                     ("passk", "pass@k", PassChart)):
+                with TabPane(name, id=tab):
+                    plot = chart(self.cd)
+                    yield Static(plot.caption(), classes="chart-caption")
+                    yield plot
+        yield FittingFooter()
 
     def action_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
@@ -172,15 +196,14 @@ class ChartsScreen(Screen):
 class ComparisonChart(PlotextPlot):
     """Both runs' budget curves per common probe on one plot (A braille, B dots), so a crossover shows."""
 
-    def __init__(self, curves: dict[str, tuple[list[float], list[float]]], title: str, **kw) -> None:
+    def __init__(self, curves: dict[str, tuple[list[float], list[float]]], **kw) -> None:
         super().__init__(**kw)
         self.curves = curves
-        self.title_text = title
+        self.texts = "k (attempts) %"
 
     def on_mount(self) -> None:
         plt = self.plt
         if not self.curves:
-            plt.title("the runs share no probe with a budget curve")
             return
         kmax = 1
         for probe, (a, b) in self.curves.items():
@@ -188,10 +211,11 @@ class ComparisonChart(PlotextPlot):
             for curve, who, marker in ((a, "A", "braille"), (b, "B", "dot")):
                 if curve:
                     kmax = max(kmax, len(curve))
+                    label = f"{probe} {estimator} run {who}"
+                    self.texts += f" {label}"
                     plt.plot(list(range(1, len(curve) + 1)), [100 * v for v in curve], marker=marker,
-                             label=f"{probe} {estimator} run {who}", color=registry.get(probe).colour)
+                             label=label, color=registry.get(probe).colour)
         plt.xticks(_whole_ticks(kmax))
-        plt.title(self.title_text)
         plt.xlabel("k (attempts)")
         plt.ylabel("%")
         plt.ylim(0, 100)
@@ -218,7 +242,10 @@ class ComparisonChartScreen(Screen):
         a, b = comparison.run_a, comparison.run_b
         self.title_text = (f"run {a['run']} {a['model']} (braille) vs run {b['run']} {b['model']} (dots): "
                            f"where the curves cross, more attempts favour the other run")
+        if not self.curves:
+            self.title_text = "the runs share no probe with a budget curve"
 
     def compose(self) -> ComposeResult:
-        yield ComparisonChart(self.curves, self.title_text)
-        yield Footer()
+        yield Static(self.title_text, classes="chart-caption")
+        yield ComparisonChart(self.curves)
+        yield FittingFooter()

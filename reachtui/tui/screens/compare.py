@@ -11,11 +11,13 @@ from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from reachtui.tables.formats import percent
 from reachtui.tui.actions import bindings
 from reachtui.tui.state import CompareFilter, CRow
+from reachtui.tui.widgets.fitted import Fitted
+from reachtui.tui.widgets.footer import FittingFooter
 from reachtui.tui.widgets.panes import mark
 from reachtui.tui.widgets.question_table import ID_WIDTH, QuestionTable
 
@@ -95,8 +97,8 @@ class CompareScreen(Screen):
                 yield CompareTable(id="questions")
             with VerticalScroll(id="right"):
                 yield Static("", id="compare-detail")
-        yield Static("", id="status")
-        yield Footer()
+        yield Fitted(mode="fit", sep=" ", id="status")
+        yield FittingFooter()
 
     def on_mount(self) -> None:
         self.rows = self.app.data.compare_rows(self.comparison)
@@ -119,8 +121,9 @@ class CompareScreen(Screen):
         rows = [r for r in self.rows if r.qid in keep]
         self.table.set_rows(rows, self.comparison.probes)
         self.app.sub_title = f"{flt.label()} — {len(rows)} of {len(self.rows)}"
-        self.query_one("#status", Static).update(f"compare: {flt.label()} — {len(rows)} of {len(self.rows)} "
-                                                 f"questions (the ids `reachtui compare --list` gives)")
+        self.query_one("#status", Fitted).show([
+            (Text(f"compare: {flt.label()} — {len(rows)} of {len(self.rows)} questions"), 9),
+            (Text("(the ids `reachtui compare --list` gives)"), 1)])
 
     def action_compare_filter(self, measure: str, cell: str) -> None:
         if measure == "realized":

@@ -4,14 +4,16 @@ takes time."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from reachtui.errors import ReachError
 from reachtui.metadata import same_value, value_kind
@@ -19,10 +21,20 @@ from reachtui.tui.actions import bindings
 from reachtui.tui.intervention import LayerEditor
 from reachtui.tui.state import Counters, Filter, QRow, apply_filter, counters
 from reachtui.tui.widgets.layer_strip import LayerStrip
-from reachtui.tui.widgets.panes import DetailPane, LivePane, RunHeader
+from reachtui.tui.widgets.fitted import Fitted
+from reachtui.tui.widgets.footer import FittingFooter
+from reachtui.tui.widgets.panes import DetailPane, IntervalsPane, LivePane, RunHeader
 from reachtui.tui.widgets.question_table import QuestionTable, header_text
 
 _ABSENT = object()   # a question without the metadata key a filter asks for
+
+
+def shown_path(path: Path) -> str:
+    """A path as the status line writes it: relative to the working folder when inside it (shorter)."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 class MainScreen(Screen):
@@ -47,17 +59,20 @@ class MainScreen(Screen):
             with Vertical(id="left"):
                 yield Static(header_text(()), id="table-header")
                 yield QuestionTable(id="questions")
-            with Vertical(id="right"):
+            with Vertical(id="right"):      # what the selected question and the keys show
                 yield DetailPane(id="detail")
+                yield IntervalsPane(id="intervals")
                 yield LivePane(id="live")
         yield LayerStrip(id="layers")
-        yield Input(placeholder="search questions and outputs (FTS) — enter to filter, escape to clear",
-                    id="search")
-        yield Static("", id="status")
-        yield Footer()
+        with Horizontal(id="search-row"):    # one line over the status line, which stays
+            yield Static("search ", id="search-label")
+            yield Input(placeholder="questions and outputs (FTS) — enter to filter, escape to clear", id="search",
+                        compact=True)
+        yield Fitted(mode="fit", sep="  │ ", id="status")
+        yield FittingFooter()
 
     def on_mount(self) -> None:
-        self.query_one("#search", Input).display = False
+        self.query_one("#search-row").display = False
         self.query_one(QuestionTable).focus()
         self.app.main_ready()
 
@@ -78,7 +93,7 @@ class MainScreen(Screen):
         if (self.filter.kind == "failure" and self.filter.probe not in run.probes) or (
                 new_run and self.filter.kind in ("changed", "meta")):
             self.filter = Filter(search=self.filter.search)
-        self.apply_view()
+        self.apply_view(new_view=new_run)
 
     def reset_view(self) -> None:
         self.members.clear()
@@ -106,10 +121,12 @@ class MainScreen(Screen):
             members = self.members_of(self.filter.probe) if self.filter.kind == "failure" else None
         return apply_filter(self.app.all_rows, run.probes, self.filter, members=members, found=self.found)
 
-    def apply_view(self) -> None:
+    def apply_view(self, new_view: bool = True) -> None:
+        """Show the rows of the filter (`new_view`: another filter, whose rows start at the top unless the
+        selected question is among them; else the same view re-read)."""
         run = self.app.run_info
         before = self.current_row()
-        self.table.set_rows(self.view_rows(), run.probes if run else ())
+        self.table.set_rows(self.view_rows(), run.probes if run else (), new_view=new_view)
         if self.current_row() != before:  # same question, new attempts (the audit moved on): redraw it
             self.highlighted(None)
         self.counters = counters(self.app.all_rows, run.probes, {p: fs["size"] for p, fs in self.app.frozen.items()}) \
@@ -124,35 +141,48 @@ class MainScreen(Screen):
         if self.filter.kind == "failure":
             note = " [frozen set]" if self.filter.probe in app.frozen else " [live: reachable ∧ ¬realized]"
         app.sub_title = f"{label} — {shown} of {total}"
-        status = f"filter: {label} — {shown} of {total} questions{note}"
+        parts = [(Text(f"filter: {label} — {shown} of {total} questions{note}"), 9)]
         if self.found is not None:
-            status += "  (escape clears the search)"
+            parts.append((Text("escape clears the search"), 2))
         if app.last_export is not None:
-            status += f"  │ exported → {app.last_export}"
-        self.query_one("#status", Static).update(status)
+            parts.append(([Text(f"exported → {shown_path(app.last_export)}"), Text(f"exported → {app.last_export.name}")], 5))
+        self.query_one("#status", Fitted).show(parts)
 
     # ---- what the app shows on this screen (its workers' progress and results) ----------------------
 
     def show_progress(self, done: int | None, total: int | None, text: str = "") -> None:
-        """The background audit's progress bar in the header (None, None: none)."""
+        """The progress bar in the header: the background audit's, or the model loading (None, None: none)."""
         self.query_one(RunHeader).progress(done, total, text)
 
     @property
     def intervals_shown(self) -> bool:
-        return self.query_one(RunHeader).intervals_shown
+        return self.query_one("#right").has_class("-intervals")
 
-    def show_intervals(self, text: str | None) -> None:
-        """The header's intervals lines (None: hidden)."""
-        self.query_one(RunHeader).show_intervals(text)
+    def show_intervals(self, content: str | tuple | None) -> None:
+        """The intervals in the detail pane's place (a line, or `tables.header_grid`'s cells; None: the
+        detail again)."""
+        self.query_one("#right").set_class(content is not None, "-intervals")
+        self._front("info")
+        if content is not None:
+            self.query_one(IntervalsPane).show(content)
+
+    def _front(self, which: str) -> None:
+        """Under 110 columns the pane under the table shows one thing: the live pane (a live run, an apply)
+        or the question / the intervals; the latest key decides (app.tcss)."""
+        self.query_one("#right").set_class(which == "live", "-live-front")
 
     def show_live(self, result: dict[str, Any]) -> None:
-        self.query_one(LivePane).result(result)
+        current = self.current_row()
+        self.query_one(LivePane).result(result, elsewhere=current is not None and current.qid != result["qid"])
+        self._front("live")
 
     def live_failed(self, line: str) -> None:
         self.query_one(LivePane).clear(line)
+        self._front("live")
 
     def show_applied(self, info: dict[str, Any]) -> None:
         self.query_one(LivePane).applied(info)
+        self._front("live")
 
     def model_problem(self, text: str) -> None:
         """The model failed to load: said on the layer strip, where it stays."""
@@ -225,7 +255,7 @@ class MainScreen(Screen):
 
     def action_search(self) -> None:
         box = self.query_one("#search", Input)
-        box.display = True
+        self.query_one("#search-row").display = True
         # focus now, not after the queue (Widget.focus defers): keys typed right after `/` are already
         # queued behind this action and must reach the box, never the screen's bindings
         self.set_focus(box)
@@ -240,14 +270,14 @@ class MainScreen(Screen):
             return
         self.found = self.app.data.search(self.app.run_info.id, text)
         self.filter = Filter(self.filter.kind, self.filter.probe, text)
-        event.input.display = False  # the search stays on (status line) until escape
+        self.query_one("#search-row").display = False  # the search stays on (status line) until escape
         self.table.focus()
         self.apply_view()
 
     def action_clear_search(self) -> None:
         box = self.query_one("#search", Input)
         box.value = ""
-        box.display = False
+        self.query_one("#search-row").display = False
         if self.found is not None:
             self.found = None
             self.filter = Filter(self.filter.kind, self.filter.probe, None)
@@ -258,6 +288,10 @@ class MainScreen(Screen):
 
     @on(QuestionTable.Highlighted)
     def highlighted(self, msg: QuestionTable.Highlighted | None) -> None:
+        live = self.query_one(LivePane)
+        if msg is not None and live.qid is not None and live.qid != msg.qid:
+            live.clear()      # another question: the last one's live result would read as this one's
+            self._front("info")
         if self.detail_timer is not None:
             self.detail_timer.stop()
         self.detail_timer = self.set_timer(0.05, self._show_detail)
@@ -337,8 +371,14 @@ class MainScreen(Screen):
             self.notify("no question selected", severity="warning")
             return
         what = self.intervention.describe() if self.intervention else "default"
-        wait = " … (waits for the model between audit batches)" if self.app.audit_running else " …"
-        self.query_one(LivePane).busy(f"running {row.qid} under {what}{wait}")
+        if self.app.runner is None and not self.app.audit_running:
+            wait = " … after loading the model (once, a few seconds; keys stay live)"
+        elif self.app.audit_running:
+            wait = " … (waits for the model between audit batches)"
+        else:
+            wait = " …"
+        self.query_one(LivePane).busy(f"running {row.qid} under {what}{wait}", qid=row.qid)
+        self._front("live")
         self.app.start_live_run(run, data.question(row.key), data.default_attempt(run.id, row.key), self.intervention)
 
     def apply_probe(self) -> str | None:

@@ -19,6 +19,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from reachtui.tui.actions import bindings
+from reachtui.tui.fit import cut_at_word
 from reachtui.tui.state import QRow, cell_status
 
 ID_WIDTH = 12
@@ -93,8 +94,11 @@ class QuestionTable(ScrollView, can_focus=True):
 
     # ---- data -------------------------------------------------------------------------------------
 
-    def set_rows(self, rows: list[QRow], probes: Sequence[str], *, keep_qid: str | None = None) -> None:
-        """Replace the view. The cursor stays on `keep_qid` (or the current question) if still shown."""
+    def set_rows(self, rows: list[QRow], probes: Sequence[str], *, keep_qid: str | None = None,
+                 new_view: bool = True) -> None:
+        """Replace the view. The cursor stays on `keep_qid` (or the current question) if still shown; else a
+        new view (another filter, an exploration's questions) starts at its top, and the same view re-read
+        (the audit moved on) keeps the cursor's place."""
         current = keep_qid if keep_qid is not None else self.current_qid
         self.rows = rows
         self.probes = tuple(probes)
@@ -102,7 +106,7 @@ class QuestionTable(ScrollView, can_focus=True):
         self.virtual_size = Size(self.size.width, len(rows))
         target = self._index.get(current, None) if current is not None else None
         if target is None:
-            target = min(self.cursor, max(len(rows) - 1, 0))
+            target = 0 if new_view else min(self.cursor, max(len(rows) - 1, 0))
         self.set_reactive(QuestionTable.cursor, target)
         self._scroll_cursor_into_view()
         self.refresh()
@@ -215,7 +219,7 @@ class QuestionTable(ScrollView, can_focus=True):
         return out
 
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
+        width = self.scrollable_content_region.width     # the scroll bar's columns are not the text's
         index = round(self.scroll_y) + y
         styles = self._line_styles()
         if index >= len(self.rows):
@@ -224,5 +228,6 @@ class QuestionTable(ScrollView, can_focus=True):
         cur = index == self.cursor
         segments = [Segment(f"{row.qid[:ID_WIDTH - 1]:<{ID_WIDTH}}", styles[("id", cur)])]
         segments += self.status_segments(row, cur, styles)
-        segments.append(Segment(" " + row.text, styles[("text", cur)]))
+        used = sum(seg.cell_length for seg in segments)
+        segments.append(Segment(" " + cut_at_word(row.text, max(width - used - 1, 0)), styles[("text", cur)]))
         return Strip(segments).adjust_cell_length(width, styles[("text", cur)]).apply_offsets(0, index)
