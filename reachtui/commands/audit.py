@@ -44,16 +44,22 @@ STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SI
 
 
 class _Bar:
-    """Follows the engine's Progress events with a rich progress bar on stderr."""
+    """Follows the engine's Progress events with a rich progress bar on stderr, one line per phase: the
+    attempts done of the phase's total, the time elapsed and left (each labelled), the rate of this session
+    (attempts generated per second since the phase began here: stored ones resumed are not counted) and
+    how many were correct."""
 
-    def __init__(self, console):
+    def __init__(self, console, clock=time.monotonic):
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                    TimeRemainingColumn)
 
         self.progress = Progress(TextColumn("[bold]{task.description:<12}"), BarColumn(bar_width=24),
-                                 MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
+                                 MofNCompleteColumn(), TextColumn("elapsed"), TimeElapsedColumn(),
+                                 TextColumn("left"), TimeRemainingColumn(), TextColumn("{task.fields[rate]}"),
                                  TextColumn("{task.fields[info]}"), console=console, transient=False)
         self.tasks: dict[str, int] = {}
+        self.started: dict[str, float] = {}
+        self.clock = clock
 
     def __enter__(self):
         self.progress.__enter__()
@@ -67,16 +73,26 @@ class _Bar:
             return
         label = ev.label
         if ev.phase not in self.tasks:
-            self.tasks[ev.phase] = self.progress.add_task(label, total=max(ev.total, 1), info="")
+            self.tasks[ev.phase] = self.progress.add_task(label, total=max(ev.total, 1), info="", rate="")
+            self.started[ev.phase] = self.clock()
         empty = ev.total == 0         # nothing to do in this phase (no failure set to freeze): it is done
         if empty:
             ev = replace(ev, done=1)
         tid = self.tasks[ev.phase]
         if ev.phase == FAILURE_SETS:
-            info = "nothing to freeze (no probe)" if empty else "frozen"
+            info, rate = ("nothing to freeze (no probe)" if empty else "frozen"), ""
         else:
-            info = f"{ev.correct} ok"
-        self.progress.update(tid, completed=ev.done, total=max(ev.total, 1), info=info)
+            info, rate = f"{ev.correct} ok", attempts_rate(ev.generated, self.clock() - self.started[ev.phase])
+        self.progress.update(tid, completed=ev.done, total=max(ev.total, 1), info=info, rate=rate)
+
+
+def attempts_rate(generated: int, seconds: float) -> str:
+    """The progress bar's rate column: attempts generated per second ("12.3 attempts/s"); blank before the
+    first attempt of this session (a resumed phase whose stored attempts were all there)."""
+    if generated <= 0 or seconds <= 0:
+        return ""
+    per_s = generated / seconds
+    return f"{per_s:.1f} attempts/s" if per_s < 100 else f"{per_s:.0f} attempts/s"
 
 
 def print_closing(out, store, run_id: int) -> None:
