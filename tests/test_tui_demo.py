@@ -177,6 +177,7 @@ def test_open_demo_runs_the_quick_demo_unless_an_option_sizes_the_audit(tmp_path
     from reachtui.cli import cli
 
     made = {}
+    monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))   # open's set_threads: no change
     monkeypatch.setattr(O, "make_audit_job", lambda path, task, protocol, **kw: made.update(protocol=protocol, **kw))
     monkeypatch.setattr(O, "_run_app", lambda *a, **kw: None)
     (tmp_path / "mine.jsonl").write_text('{"question": "1 + 1?", "answer": "2"}\n')
