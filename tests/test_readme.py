@@ -24,6 +24,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
@@ -76,6 +78,7 @@ def run_examples(folder: Path, text: str | None = None):
         yield cmd, shown, done, done.stdout.splitlines()
 
 
+@pytest.mark.slow
 def test_every_console_block_shows_what_its_commands_print_in_a_fresh_folder(tmp_path):
     examples = console_examples()
     assert examples[0][0] == "reachtui examples"           # the files the examples read are made first
