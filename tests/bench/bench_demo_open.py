@@ -38,6 +38,8 @@ from reachtui.tui import app as A
 orig_run = A.ReachApp.run
 def run(self, **kw):
     async def pilot(p):
+        while self.ready_at is None:          # the auto-pilot may start before the first frame
+            await p.pause(0.01)
         seen = {"ready": self.ready_at - T0}
         while True:
             info = self.run_info

@@ -64,7 +64,7 @@ async def shoot(store_path: Path, out: Path, size: tuple[int, int]) -> None:
                 pass
         await pilot.pause(0.3)
         app.model_status = f"{app.run_info.model} ready · cpu float32 · {app.runner.num_layers} layers"
-        app._refresh_chrome()
+        app.main.refresh_chrome()
         await pilot.pause(0.1)
         out.write_text(app.export_screenshot(title=f"reachtui open {app.run_info.model}"))
     print(f"wrote {out} (run {run_id}, silenced MLP {best}, question {app.last_live['qid']}: "
