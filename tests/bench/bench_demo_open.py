@@ -13,7 +13,8 @@ What a newcomer waits for after the README's set-up line, in a fresh store, in a
 The baseline, in the same run: the same audit headless, `reachtui audit demo --task demo --limit 64
 --budget 8 --mlp-scan --threads T` with T the app's thread count (what the app's worker runs, without the
 app). The machine's cores and load (1-minute average, before and after each step) are printed beside each
-figure: on a shared machine the times stretch with it.
+figure, and each process's CPU time (user + system): on a shared machine the wall times stretch with the load,
+the CPU times much less (on 2 idle cores an audit on one thread takes about its CPU time).
 
     python tests/bench/bench_demo_open.py [--full] [--skip-baseline]
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -48,6 +50,9 @@ def run(self, **kw):
                 seen["first_row"] = time.time() - T0
             if info is not None and info.status == "complete":
                 seen["complete"] = time.time() - T0
+                import resource
+                ru = resource.getrusage(resource.RUSAGE_SELF)
+                seen["cpu"] = ru.ru_utime + ru.ru_stime
                 seen["run"] = info.id
                 seen["questions"] = len(self.table.rows)
                 break
@@ -74,14 +79,20 @@ def open_demo(store: Path, *extra: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def headless_audit(store: Path, threads: int) -> float:
+def headless_audit(store: Path, threads: int) -> tuple[float, float]:
     from reachtui.commands.open import QUICK_DEMO
 
-    t0 = time.time()
+    t0, cpu0 = time.time(), children_cpu()
     subprocess.run([sys.executable, "-m", "reachtui", "audit", "demo", "--task", "demo", "--limit",
                     str(QUICK_DEMO["limit"]), "--budget", str(QUICK_DEMO["budget"]), "--mlp-scan", "--threads",
                     str(threads), "--store", str(store)], check=True, capture_output=True, cwd=store.parent)
-    return time.time() - t0
+    return time.time() - t0, children_cpu() - cpu0
+
+
+def children_cpu() -> float:
+    """User + system seconds of this process's finished children."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def main() -> None:
@@ -99,17 +110,18 @@ def main() -> None:
         got = open_demo(Path(tmp) / "app.sqlite")
         print(f"reachtui open demo (the quick demo, {threads} torch thread(s)): first screen {got['ready']:.1f} s, "
               f"first realized row {got.get('first_row', float('nan')):.1f} s, audit of {got['questions']} questions "
-              f"complete {got['complete']:.1f} s  [{before} -> {load()}; targets: 5 s, 120 s]")
+              f"complete {got['complete']:.1f} s, CPU time {got['cpu']:.1f} s  [{before} -> {load()}; targets: 5 s, 120 s]")
         if not args.skip_baseline:
             before = load()
-            secs = headless_audit(Path(tmp) / "cli.sqlite", threads)
-            print(f"baseline, the same audit headless (reachtui audit ... --threads {threads}): {secs:.1f} s; "
+            secs, cpu = headless_audit(Path(tmp) / "cli.sqlite", threads)
+            print(f"baseline, the same audit headless (reachtui audit ... --threads {threads}): {secs:.1f} s, CPU "
+                  f"time {cpu:.1f} s; "
                   f"the app / headless: {got['complete'] / secs:.2f}x  [{before} -> {load()}]")
         if args.full:
             before = load()
             full = open_demo(Path(tmp) / "full.sqlite", "--full")
             print(f"reachtui open demo --full: first screen {full['ready']:.1f} s, audit of {full['questions']} "
-                  f"questions complete {full['complete']:.1f} s ({full['complete'] / 60:.1f} min)  "
+                  f"questions complete {full['complete']:.1f} s ({full['complete'] / 60:.1f} min), CPU time {full['cpu']:.1f} s  "
                   f"[{before} -> {load()}]")
 
 
