@@ -26,8 +26,9 @@ from reachtui.errors import ReachError
 
 
 #: `reachtui open demo` without --limit, --budget, --protocol or --full: the quick demo, the demo task's first
-#: 64 questions at budget 8 (sample and routes, then the MLP scan: 1,600 attempts), done within 2 minutes on 2
-#: cores (tests/bench/bench_demo_open.py); `--full` audits all 320 at the protocol's budget (16).
+#: 64 questions at budget 8 (sample and routes, then the MLP scan: 1,600 attempts), sized to finish within 2
+#: minutes on 2 cores (tests/bench/bench_demo_open.py measures it); `--full` audits all 320 at the protocol's
+#: budget (16), about 8 times the work.
 QUICK_DEMO = {"limit": 64, "budget": 8}
 
 
