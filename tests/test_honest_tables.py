@@ -161,3 +161,11 @@ def test_the_progress_bar_labels_its_times_and_shows_the_rate_of_attempts():
     line = out.getvalue().splitlines()[-1]
     assert "82/128 elapsed " in line and " left " in line and line.endswith(" 12.5 attempts/s 9 ok")
     assert A.attempts_rate(0, 3.0) == "" and A.attempts_rate(1234, 2.0) == "617 attempts/s"
+    for width in (80, 100):             # at 80 columns the bar gives way: no column is cut
+        out = io.StringIO()
+        ticks = iter([0.0, 1680.0])
+        with A._Bar(Console(file=out, width=width, color_system=None), clock=lambda: next(ticks)) as bar:
+            bar(Progress(1, "sample", 20480, 20480, generated=20480, correct=6547))
+        line = out.getvalue().splitlines()[-1].rstrip()
+        assert line.endswith(" 12.2 attempts/s 6547 ok") and "20480/20480 elapsed " in line and " left " in line and "…" not in line and len(line) <= width
+        assert ("━" in line) == (width == 100)

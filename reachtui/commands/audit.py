@@ -53,7 +53,10 @@ class _Bar:
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                    TimeRemainingColumn)
 
-        self.progress = Progress(TextColumn("[bold]{task.description:<12}"), BarColumn(bar_width=24),
+        # the labelled columns take about 80 characters: the bar gets what the terminal has beyond them
+        bar = min(24, console.width - 82)
+        self.progress = Progress(TextColumn("[bold]{task.description:<12}"),
+                                 *([BarColumn(bar_width=bar)] if bar >= 6 else []),
                                  MofNCompleteColumn(), TextColumn("elapsed"), TimeElapsedColumn(),
                                  TextColumn("left"), TimeRemainingColumn(), TextColumn("{task.fields[rate]}"),
                                  TextColumn("{task.fields[info]}"), console=console, transient=False)
