@@ -2,7 +2,7 @@
 one fresh folder (one store, ./store/, as the README's commands assume), as a reader following it from the
 top would run them. Each command's output must be what the README shows under it: what a terminal 120
 columns wide shows (stdout and stderr as they come), and nothing where the README shows nothing. The rule
-for what may differ (`RULE`, said in the README too): a line `...` stands for any number of lines the README
+for what may differ (ELLIPSIS and TIMES below, said in the README too): a line `...` stands for any number of lines the README
 leaves out; times and rates (`12.7s`, `0:00:03`, `35.2 attempts/s`) differ from run to run; trailing spaces do
 not count. The commands run on one torch thread (OMP_NUM_THREADS=1), so the demo model's numbers are the
 same bit for bit on every run. The files the import examples read come from `reachtui examples`
