@@ -1,17 +1,17 @@
-"""The README's examples run as printed: every `$ ` line of its console blocks, in the README's order, in
-one fresh folder (one store, ./store/, as the README's commands assume), as a reader following it from the
-top would run them. Each command's output must be what the README shows under it: what a terminal 120
-columns wide shows (stdout and stderr as they come), and nothing where the README shows nothing. The rule
-for what may differ (ELLIPSIS and TIMES below, said in the README too): a line `...` stands for any number of lines the README
-leaves out; times and rates (`12.7s`, `0:00:03`, `35.2 attempts/s`) differ from run to run; trailing spaces do
-not count. The commands run on one torch thread (OMP_NUM_THREADS=1), so the demo model's numbers are the
-same bit for bit on every run. The files the import examples read come from `reachtui examples`
+"""The README's examples run as printed: every `$ ` line of its console blocks, in the README's order, in one
+fresh folder (one store, ./store/, as the README's commands assume), as a reader following it from the top
+would run them. Each command's output must be what the README shows under it: what a terminal 120 columns wide
+shows (stdout and stderr as they come), and nothing where the README shows nothing. The rule for what may
+differ (ELLIPSIS and TIMES below, said in the README too): a line `...` stands for any number of lines the
+README leaves out; times and rates (`12.7s`, `0:00:03`, `35.2 attempts/s`) differ from run to run; trailing
+spaces do not count. The commands run on one torch thread (OMP_NUM_THREADS=1), so the demo model's numbers are
+the same bit for bit on every run. The files the import examples read come from `reachtui examples`
 (assets/examples/), the first console command. `python` in a console block is this interpreter, and the
 README's python blocks run after the console blocks, in the same folder.
 
-`python tests/test_readme.py --update` runs the blocks the same way and writes what each command printed
-under it wherever the README's lines no longer match (a command whose output matches keeps its lines and
-its `...`); read the diff before committing it."""
+`python tests/test_readme.py --update` runs the blocks the same way and writes what each command printed under
+it wherever the README's lines no longer match (a command whose output matches keeps its lines and its `...`);
+read the diff before committing it."""
 
 from __future__ import annotations
 
