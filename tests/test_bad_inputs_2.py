@@ -736,6 +736,7 @@ def test_an_import_whose_math_output_cannot_be_compared_in_time_stores_no_answer
 # -- 11. signals, two audits of one run ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAVE_DEMO, reason="no demo model in assets/")
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
 def test_sigterm_and_sighup_stop_an_audit_as_ctrl_c_does(env, tmp_path, sig):

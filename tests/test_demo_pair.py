@@ -5,11 +5,10 @@ A few questions and a small budget keep it quick; the full measurement is in the
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 
 import pytest
+from conftest import run_main
 
 from reachtui import tables as T
 from reachtui.assets import BUNDLED_MODELS
@@ -18,22 +17,45 @@ from reachtui.tables.formats import percent
 from reachtui.tui.app import ReachApp
 from test_tui import screen_lines
 
-pytestmark = pytest.mark.skipif(not all((d / "config.json").is_file() for d in BUNDLED_MODELS.values()),
-                                reason="the bundled demo models are not installed")
-AUDIT = ["--task", "demo", "--limit", "24", "--probes", "realized,sample", "--budget", "8", "--threads", "1"]
+pytestmark = [pytest.mark.slow,       # two audits of the demo models: about 8 s of CPU
+              pytest.mark.skipif(not all((d / "config.json").is_file() for d in BUNDLED_MODELS.values()),
+                                 reason="the bundled demo models are not installed")]
+LIMIT, BUDGET = 24, 8
 
 
 def reachtui(*args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "REACHTUI_STORE"}
-    return subprocess.run([sys.executable, "-m", "reachtui", *args], capture_output=True, text=True, env=env)
+    """`reachtui ARGS` in this process (compare loads no model): its exit status and output."""
+    code, out, err = run_main(args)
+    return subprocess.CompletedProcess(args, code, out, err)
 
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
+    """Both models audited on the demo task's first questions (realized and sample), in this process on one
+    torch thread (a subprocess each cost its start and imports; more threads than free cores collapse)."""
+    import torch
+
+    from reachtui.engine.audit import run_audit
+    from reachtui.model.load import load_model
+    from reachtui.model.run import Runner
+    from reachtui.protocol import Protocol, protocol_from_options
+    from reachtui.tasks import load_task
+
     store = tmp_path_factory.mktemp("pair") / "s.sqlite"
-    for model in ("demo", "demo-tuned"):
-        done = reachtui("audit", model, *AUDIT, "--store", str(store))
-        assert done.returncode == 0, done.stderr
+    protocol = protocol_from_options(Protocol(), probes="realized,sample", budget=BUDGET)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with Store(store) as s:
+            for model in ("demo", "demo-tuned"):
+                runner = Runner(load_model(model, device="cpu"))
+                loaded = runner.loaded
+                done = run_audit(s, runner, model_name=loaded.name, model_path=str(loaded.path),
+                                 model_class=loaded.arch.model_class, task=load_task("demo"), protocol=protocol,
+                                 limit=LIMIT)
+                assert done.status == "complete"
+    finally:
+        torch.set_num_threads(threads)
     return store
 
 
@@ -65,7 +87,7 @@ async def test_the_app_shows_the_demo_pair_as_compare_does(pair):
                        signed=True) in header
         assert f"p {row['reachable_p']:.3g}" in header
         table = app.screen.table
-        assert len(table.rows) == 24
+        assert len(table.rows) == LIMIT
         for keys, spec in ((["r"], "realized:gained"), (["R"], "realized:lost"), (["e"], "sample:expanded"),
                            (["s"], "sample:shrunk")):
             await pilot.press("a", *keys)

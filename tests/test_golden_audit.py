@@ -11,12 +11,16 @@ n·u relative (u = 2**-24, the unit roundoff). The demo model's longest reductio
 one layer may move a value by 448·u ≈ 2.7e-5 relative in the worst case and typically by √448·u ≈ 1.3e-6;
 over 8 layers the typical drift is about 1e-5 (a second CPU gave 3.3e-6: golden −0.09889960, got
 −0.09889927). 1e-4 relative lies above that drift and far below any change a code change makes (a token
-more or less moves a mean log-prob by whole percents). abs 1e-6 covers log-probs near 0."""
+more or less moves a mean log-prob by whole percents). abs 1e-6 covers log-probs near 0.
+
+The audit runs twice: as this CPU runs it, and as a CPU without SIMD would (PLAIN_CPU: torch's, MKL's and
+oneDNN's plain kernels), so every run of the slow set checks a second CPU flavour too."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import sqlite3
 import subprocess
@@ -45,11 +49,12 @@ ROWS = {
 }
 
 
-def audit_and_dump(folder: Path) -> dict:
-    """Run the golden audit into a new store in `folder` (a fresh process) and read back what it decided."""
+def audit_and_dump(folder: Path, env: dict | None = None) -> dict:
+    """Run the golden audit into a new store in `folder` (a fresh process, `env` added to its environment)
+    and read back what it decided."""
     store = folder / "golden.sqlite"
     subprocess.run([sys.executable, "-m", "reachtui", *AUDIT, "--store", str(store)], check=True,
-                   capture_output=True, cwd=folder)
+                   capture_output=True, cwd=folder, env={**os.environ, **(env or {})})
     con = sqlite3.connect(store)
     out: dict = {name: [list(r) for r in con.execute(sql)] for name, sql in ROWS.items()}
     con.close()
@@ -107,10 +112,16 @@ def _num(cell: str):
         return cell
 
 
+#: A second CPU flavour on this machine: torch's kernels without SIMD (ATen's "default" capability), MKL's
+#: matrix products on SSE4.2 and oneDNN's on SSE4.1: other kernels, so other orders of each float32 sum.
+PLAIN_CPU = {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "ONEDNN_MAX_CPU_ISA": "SSE41"}
+
+
 @pytest.mark.slow
-def test_the_golden_demo_audit_gives_the_same_attempts_and_tables(tmp_path):
+@pytest.mark.parametrize("cpu", [{}, PLAIN_CPU], ids=["this-cpu", "plain-cpu"])
+def test_the_golden_demo_audit_gives_the_same_attempts_and_tables(tmp_path, cpu):
     golden = json.loads(GOLDEN.read_text(encoding="utf-8"))
-    got = audit_and_dump(tmp_path)
+    got = audit_and_dump(tmp_path, cpu)
     assert len(got["attempts"]) == len(golden["attempts"]) > 100
     assert compare(golden, got) == []
 

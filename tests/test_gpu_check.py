@@ -33,6 +33,7 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
+@pytest.mark.slow
 def test_gpu_check_smoke(tmp_path):
     out = subprocess.run([sys.executable, "-c", BOOT, str(SCRIPT), "--smoke", "--device", "cpu", "--out",
                           str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=300)

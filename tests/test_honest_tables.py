@@ -139,3 +139,33 @@ def test_a_realized_only_audit_finishes_its_failure_set_bar():
         bar(Progress(1, FAILURE_SETS, 0, 0))
         task = bar.progress.tasks[0]
         assert task.finished and task.fields["info"] == "nothing to freeze (no probe)"
+
+
+def test_the_progress_bar_labels_its_times_and_shows_the_rate_of_attempts():
+    """Each phase's line: done/total, "elapsed" and "left" before their clocks, and the attempts generated
+    per second since the phase began in this session (stored attempts of a resumed run are not counted)."""
+    import io
+
+    from rich.console import Console
+
+    from reachtui.commands import audit as A
+    from reachtui.engine.progress import Progress
+
+    clock = iter([100.0, 100.0, 104.0])          # the phase starts at 100 s; its second update comes 4 s later
+    out = io.StringIO()
+    console = Console(file=out, width=160, color_system=None, force_terminal=False)
+    with A._Bar(console, clock=lambda: next(clock)) as bar:
+        bar(Progress(1, "sample", 32, 128, generated=0))           # resumed: 32 stored, none generated yet
+        assert bar.progress.tasks[0].fields["rate"] == ""
+        bar(Progress(1, "sample", 82, 128, generated=50, correct=9))
+    line = out.getvalue().splitlines()[-1]
+    assert "82/128 elapsed " in line and " left " in line and line.endswith(" 12.5 attempts/s 9 ok")
+    assert A.attempts_rate(0, 3.0) == "" and A.attempts_rate(1234, 2.0) == "617 attempts/s"
+    for width in (80, 100):             # at 80 columns the bar gives way: no column is cut
+        out = io.StringIO()
+        ticks = iter([0.0, 1680.0])
+        with A._Bar(Console(file=out, width=width, color_system=None), clock=lambda: next(ticks)) as bar:
+            bar(Progress(1, "sample", 20480, 20480, generated=20480, correct=6547))
+        line = out.getvalue().splitlines()[-1].rstrip()
+        assert line.endswith(" 12.2 attempts/s 6547 ok") and "20480/20480 elapsed " in line and " left " in line and "…" not in line and len(line) <= width
+        assert ("━" in line) == (width == 100)

@@ -223,6 +223,28 @@ def test_generate_plain_matches_runner(tiny_dirs):
     assert "\n".join(lines[:-2]) == want
 
 
+def test_generate_says_what_each_figure_is_and_takes_threads(monkeypatch):
+    """The answer's rule and the compute are labelled (what the bracket read, layer-tokens = layers x tokens),
+    and --threads sets torch's threads (the environment and torch's count restored after the test)."""
+    import os
+
+    import torch
+
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.setenv(var, "2")
+    before = torch.get_num_threads()
+    try:
+        code, out, err = run_main(["generate", "demo", "What is 12 plus 7?", "--route", "0-3,3,5-7", "--silence", "2",
+                                   "--threads", "1"])
+        assert (torch.get_num_threads(), os.environ["OMP_NUM_THREADS"]) == (1, "1")
+    finally:
+        torch.set_num_threads(before)
+    assert code == 0, err
+    assert out == ' 1*20*3. 1+9=19. #### 19\nanswer: 19  (rule hash: the first "#### N")\n'
+    assert err == ("route 0-3,3,5-7, MLP silenced in 2; 25 new tokens (ended at a stop string); compute 488 "
+                   "layer-tokens (8 layers x 61 tokens, prompt and new)\n")
+
+
 @pytest.mark.parametrize(
     "args, fragment",
     [

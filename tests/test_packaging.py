@@ -11,6 +11,8 @@ import tomllib
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -21,6 +23,7 @@ def test_pyproject_lists_every_package():
     assert config["package-dir"] == {"reachtui.bundled": "assets"}
 
 
+@pytest.mark.slow
 def test_the_wheel_carries_the_demo(tmp_path):
     shutil.rmtree(ROOT / "build", ignore_errors=True)     # setuptools' scratch folder: no stale modules
     out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",

@@ -72,6 +72,7 @@ def plain(tmp_path_factory):
     return contents
 
 
+@pytest.mark.slow
 def test_ray_audit_equals_plain_audit(ray_local, plain, tmp_path):
     r = _audit(tmp_path / "s.sqlite", "--ray")
     assert r.exit_code == 0, r.output
@@ -80,6 +81,7 @@ def test_ray_audit_equals_plain_audit(ray_local, plain, tmp_path):
     assert _contents(tmp_path / "s.sqlite") == plain
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_job_is_rerun_without_duplicates(ray_local, plain, tmp_path, monkeypatch):
     marker = tmp_path / "killed"
     monkeypatch.setenv("REACHTUI_TEST_KILL_WORKER", str(marker))   # the first call of several interventions
@@ -92,6 +94,7 @@ def test_a_worker_killed_mid_job_is_rerun_without_duplicates(ray_local, plain, t
     assert _contents(tmp_path / "s.sqlite") == plain
 
 
+@pytest.mark.slow
 def test_a_job_that_keeps_killing_its_worker_fails_with_one_line(ray_local):
     from reachtui.engine.plan import Call
     from reachtui.cluster import RETRIES, stream_calls

@@ -162,3 +162,28 @@ async def test_open_model_runs_the_audit_and_fills_the_table(tmp_path, runner, p
         assert app.run_info.status == "complete"
         assert not app.query_one("#header").has_class("running")
     assert find_finished_run(path, MODEL, task, protocol, 8) == app.run_info.id
+
+
+@pytest.mark.parametrize("args, limit, budget", [
+    ([], 64, 8),                                    # the quick demo: 64 questions at K = 8
+    (["--full"], None, 16),                         # all 320 at the protocol's budget
+    (["--limit", "10"], 10, 16), (["--budget", "4"], None, 4),     # an option that sizes it: as given
+    (["--task", "{tmp}/mine.jsonl"], None, None),                  # not the demo task
+])
+def test_open_demo_runs_the_quick_demo_unless_an_option_sizes_the_audit(tmp_path, monkeypatch, args, limit, budget):
+    """What `reachtui open demo` audits: the quick demo by default (the same run as `reachtui audit demo --task
+    demo --limit 64 --budget 8 --mlp-scan`), the whole task with --full, the options' sizes when given."""
+    from reachtui.commands import open as O
+    from reachtui.cli import cli
+
+    made = {}
+    monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))   # open's set_threads: no change
+    monkeypatch.setattr(O, "make_audit_job", lambda path, task, protocol, **kw: made.update(protocol=protocol, **kw))
+    monkeypatch.setattr(O, "_run_app", lambda *a, **kw: None)
+    (tmp_path / "mine.jsonl").write_text('{"question": "1 + 1?", "answer": "2"}\n')
+    args = [a.format(tmp=tmp_path) for a in args]
+    out = CliRunner().invoke(cli, ["open", "demo", "--store", str(tmp_path / "s.sqlite"), *args])
+    assert out.exit_code == 0, out.output
+    assert made["limit"] == limit and made["mlp_scan"] == "sample"
+    assert {p.budget for p in made["protocol"].probes} == {budget or 16}
+    assert [p.name for p in made["protocol"].probes] == ["sample", "routes"]

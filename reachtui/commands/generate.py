@@ -18,7 +18,7 @@ import click
 
 from reachtui.commands import numbers
 from reachtui.commands.options import (deployment_options, model_access_options, placement_options,
-                                       protocol_file_option, server_options)
+                                       protocol_file_option, server_options, set_threads, threads_option)
 from reachtui.errors import ReachError
 
 
@@ -40,11 +40,12 @@ from reachtui.errors import ReachError
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @placement_options
 @server_options
+@threads_option("[default: $OMP_NUM_THREADS, else the free cores: the cores less the load average, at least 1]")
 @model_access_options
 def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_new_tokens, protocol_file, chat, system,
              template, answer_format, stops, fewshot_file, raw, as_json, device, dtype, device_map, offload_folder,
-             server_url, server_model, api_key_env, concurrency, request_timeout, revision, trust_remote_code,
-             allow_download, allow_pickle, allow_missing_weights):
+             server_url, server_model, api_key_env, concurrency, request_timeout, threads, revision,
+             trust_remote_code, allow_download, allow_pickle, allow_missing_weights):
     """Generate from PROMPT with MODEL (demo, a directory, a PEFT adapter directory, or a cached Hugging Face
     id) and print the text and the extracted answer. PROMPT is a question, put in the protocol's prompt (the
     protocol file or preset with the deployment flags on top, as audit and open take them) and decoded as the
@@ -55,6 +56,7 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
     from reachtui.model.load import with_revision
 
     server = serving.server_of(locals())
+    set_threads(threads)      # before torch loads: more threads than free cores collapse (options.default_threads)
     model = with_revision(model, revision)
     deployed = deployment_of(locals())
     proto = protocol_of(protocol_file, deployed=deployed)
@@ -141,9 +143,18 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
     # the text as generated (click would strip escape sequences from a pipe); on a terminal, control
     # characters shown as marks, never run
     click.echo(shown(gen.text) if sys.stdout.isatty() else gen.text, color=True)
-    click.echo(f"answer: {answer if answer is not None else '(none)'}" + (f"  [{rule}]" if rule else ""))
-    click.echo(
-        f"route {route_text}" + (f", silenced {','.join(map(str, sorted(silenced)))}" if silenced else "")
-        + f"; {gen.new_tokens} new tokens ({gen.finish}); compute {gen.compute}",
-        err=True,
-    )
+    click.echo(f"answer: {answer if answer is not None else '(none)'}"
+               + (f"  (rule {rule}: {RULE_TEXT.get(rule, rule)})" if rule else ""))
+    route_line = f"route {route_text}" + (f", MLP silenced in {','.join(map(str, silenced))}" if silenced else "")
+    tokens = gen.compute // max(gen.layers_executed, 1)
+    click.echo(f"{route_line}; {gen.new_tokens} new tokens ({FINISH_TEXT.get(gen.finish, gen.finish)}); compute "
+               f"{gen.compute} layer-tokens ({gen.layers_executed} layers x {tokens} tokens, prompt and new)", err=True)
+
+
+#: What each extraction rule of `reachtui.grading` read (the bracket after the answer).
+RULE_TEXT = {"hash": 'the first "#### N"', "the_answer_is": '"the answer is N"', "boxed": "the last \\boxed{}",
+             "answer_colon": '"Answer: N"', "last_number": "the last number in the text",
+             "choice": "a lone letter", "exact": "the whole text", "timeout": "math-verify ran out of time"}
+
+#: Why the generation stopped (Generation.finish).
+FINISH_TEXT = {"stop": "ended at a stop string", "eos": "ended at end-of-text", "length": "ended at max new tokens"}

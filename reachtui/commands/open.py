@@ -2,7 +2,8 @@
 
 - `reachtui open MODEL [--task TASK] [protocol options as for audit]`: if the store holds a finished
   run of (model, task, protocol, limit) it opens at once; otherwise the audit starts in a background
-  worker and the table fills live. The model then loads in a worker (status in the header).
+  worker and the table fills live. The model then loads in a worker (status in the header). A demo model
+  on the demo task with nothing that sizes the audit runs the quick demo (`QUICK_DEMO`); `--full` the whole.
 - `reachtui open --store PATH [--run ID]`: browse a stored audit without loading any model: torch is
   not imported until a live action (enter, A) needs the model.
 
@@ -23,6 +24,24 @@ from reachtui.commands.options import (batch_size_option, mlp_scan_choice, model
                                        task_option, threads_option)
 from reachtui.commands.preflight import loadable, placement, prompts_fit, question_pairs, settings_of
 from reachtui.errors import ReachError
+
+
+#: `reachtui open demo` without --limit, --budget, --protocol or --full: the quick demo, the demo task's first
+#: 64 questions at budget 8 (sample and routes, then the MLP scan: 1,600 attempts), sized to finish within 2
+#: minutes on 2 cores (tests/bench/bench_demo_open.py measures it); `--full` audits all 320 at the protocol's
+#: budget (16), about 8 times the work.
+QUICK_DEMO = {"limit": 64, "budget": 8}
+
+
+def quick_demo(model: str, task_spec: str, *, full: bool, limit: int | None, budget: int | None,
+               protocol_file: str | None) -> tuple[int | None, int | None]:
+    """(limit, budget) of `open`: QUICK_DEMO's for a bundled demo model on the demo task when no option
+    sizes the audit (so the first `reachtui open demo` is done in a minute or two), else as given."""
+    from reachtui.assets import BUNDLED_MODELS
+
+    if full or model not in BUNDLED_MODELS or task_spec != "demo" or (limit, budget, protocol_file) != (None,) * 3:
+        return limit, budget
+    return QUICK_DEMO["limit"], QUICK_DEMO["budget"]
 
 
 def model_name_for(spec: str) -> str:
@@ -75,6 +94,10 @@ def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_s
 @protocol_options
 @mlp_scan_choice
 @new_option("Start a new audit run even if one matches.")
+@click.option("--full", is_flag=True,
+              help=f"With a demo model on the demo task: audit all of it at the protocol's budget (16) instead of "
+                   f"the quick demo, its first {QUICK_DEMO['limit']} questions at budget {QUICK_DEMO['budget']} (the "
+                   f"default when no --limit, --budget or --protocol is given).")
 @placement_options
 @batch_size_option
 @threads_option("[default: $OMP_NUM_THREADS, else the free cores (cores less the load average), at most half]")
@@ -97,7 +120,7 @@ def open_(**options):
 
 def prepare(model, task_spec, task_name, task_fields, store_path, run_id, probes, budget, temperature, seed, limit,
             skip_long, mlp_scan, protocol_file, chat, system, template, answer_format, stops, fewshot_file,
-            max_new_tokens, new_run, device, dtype, device_map, offload_folder, batch_size, threads, server_url,
+            max_new_tokens, new_run, full, device, dtype, device_map, offload_folder, batch_size, threads, server_url,
             server_model, api_key_env, concurrency, request_timeout, revision, trust_remote_code, allow_download,
             allow_pickle, allow_missing_weights, compare, allow_unmatched, keymap_file):
     """Every check `open` makes of its options before any UI (`serve` makes them too, before serving): one
@@ -137,6 +160,7 @@ def prepare(model, task_spec, task_name, task_fields, store_path, run_id, probes
         return browse
 
     asked_scan = mlp_scan not in (None, "")
+    limit, budget = quick_demo(model, task_spec, full=full, limit=limit, budget=budget, protocol_file=protocol_file)
     settings = settings_of(locals(), explicit_scan=False)     # the options, by name
     protocol, task, mlp_scan = settings.protocol, settings.task, settings.mlp_scan
     runner = None

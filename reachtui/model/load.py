@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -388,8 +389,10 @@ def _pick_dtype(dtype: str, device: str):
 
 
 def quiet_transformers() -> None:
-    """No progress bars or warnings from transformers / huggingface_hub (the app owns the terminal)."""
+    """No progress bars or warnings from transformers / huggingface_hub (the app owns the terminal), nor the
+    FutureWarnings transformers raises when a library calls it the old way (peft merging an adapter)."""
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers\.")
     import transformers
     from transformers.utils import logging as tlogging
 

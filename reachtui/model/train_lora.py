@@ -32,8 +32,10 @@ def train_lora(out: Path, *, steps: int = 8, batch_size: int = 16, lr: float = 3
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from reachtui.demo_task import training_items
+    from reachtui.model.load import quiet_transformers
     from reachtui.model.train_demo import _encode_examples, _pad_batch
 
+    quiet_transformers()          # no progress bar, no deprecation warnings: its one line of output is its result
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
     tok = AutoTokenizer.from_pretrained(DEMO_MODEL_DIR)

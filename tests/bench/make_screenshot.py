@@ -2,9 +2,11 @@
 
     python tests/bench/make_screenshot.py [--store PATH] [--out assets/screenshot.svg]
 
-Audits the demo model on the demo task (or uses the latest run in --store), opens the app on the failure
-set of the sample probe, picks a question that the best MLP block of the scan repairs, silences that
-block and runs it live, then saves the screen as SVG.
+Audits the demo model on the demo task as `reachtui open demo` does (the quick demo: `QUICK_DEMO`'s limit and
+budget, sample and routes, the MLP scan, one torch thread as the app takes on 2 cores), or uses the latest
+run in --store, opens the app on the failure set of the sample probe, picks a question that the best MLP
+block of the scan repairs, silences that block and runs it live, then saves the screen as SVG. So its
+protocol hash and numbers are those a fresh `reachtui open demo` shows.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def audit(store_path: Path, limit: int | None, budget: int, model: str = "demo") -> int:
+    import torch
+
     from reachtui.engine.audit import run_audit
     from reachtui.model.load import load_model
     from reachtui.model.run import Runner
@@ -24,8 +28,9 @@ def audit(store_path: Path, limit: int | None, budget: int, model: str = "demo")
     from reachtui.store import Store
     from reachtui.tasks import load_task
 
+    torch.set_num_threads(1)
     runner = Runner(load_model(model, device="cpu"))
-    protocol = protocol_from_options(Protocol(), probes="sample,routes", budget=budget)
+    protocol = protocol_from_options(Protocol(), budget=budget)
     with Store(store_path) as store:
         res = run_audit(store, runner, model_name=runner.loaded.name, model_path=str(runner.loaded.path),
                         model_class=runner.arch.model_class, task=load_task("demo"), protocol=protocol,
@@ -59,7 +64,7 @@ async def shoot(store_path: Path, out: Path, size: tuple[int, int]) -> None:
                 pass
         await pilot.pause(0.3)
         app.model_status = f"{app.run_info.model} ready · cpu float32 · {app.runner.num_layers} layers"
-        app._refresh_chrome()
+        app.main.refresh_chrome()
         await pilot.pause(0.1)
         out.write_text(app.export_screenshot(title=f"reachtui open {app.run_info.model}"))
     print(f"wrote {out} (run {run_id}, silenced MLP {best}, question {app.last_live['qid']}: "
@@ -67,11 +72,13 @@ async def shoot(store_path: Path, out: Path, size: tuple[int, int]) -> None:
 
 
 def main() -> None:
+    from reachtui.commands.open import QUICK_DEMO
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--store", type=Path, default=Path("/tmp/reachtui-screenshot.sqlite"))
     ap.add_argument("--out", type=Path, default=ROOT / "assets" / "screenshot.svg")
-    ap.add_argument("--limit", type=int, default=None)
-    ap.add_argument("--budget", type=int, default=16)
+    ap.add_argument("--limit", type=int, default=QUICK_DEMO["limit"])
+    ap.add_argument("--budget", type=int, default=QUICK_DEMO["budget"])
     ap.add_argument("--model", default="demo")
     args = ap.parse_args()
     if not args.store.exists():
