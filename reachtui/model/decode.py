@@ -39,6 +39,16 @@ def eos_ids(model, tokenizer) -> set[int]:
     return ids
 
 
+def pad_id(model, tokenizer) -> int:
+    """The id a batch's shorter prompts are padded with: the tokenizer's pad token, else its first end of
+    sequence id, else 0 (masked out, but still looked up in the embedding: `load.check_vocabulary` checks it)."""
+    pad = getattr(tokenizer, "pad_token_id", None)
+    if pad is None:
+        eos = eos_ids(model, tokenizer)
+        pad = min(eos) if eos else 0
+    return int(pad)
+
+
 def cut_at_stop(text: str, stops) -> tuple[str, bool]:
     """Cut `text` at the earliest occurrence of any stop string."""
     best = -1
