@@ -294,9 +294,9 @@ CASES = [
     ("generate-missing-tensor", ["generate", "{missing_tensor}", "hi", "--device", "cpu"], 2,
      "missing (randomly initialised)", "demo"),
     ("audit-tokenizer-beyond-vocabulary", ["audit", "{big_tokenizer}", "--task", "{t.jsonl}", "--store", S,
-                                           "--device", "cpu"], 2, "tokenizer has 105 tokens", "demo"),
+                                           "--device", "cpu"], 2, "5 token(s) of its tokenizer have an id past", "demo"),
     ("generate-tokenizer-beyond-vocabulary", ["generate", "{big_tokenizer}", "hi", "--device", "cpu"], 2,
-     "embeds only 100", "demo"),
+     "embedding rows (ids 0-99", "demo"),
     # -- 4. a silently wrong gold --------------------------------------------------------------------------------
     *[(f"audit-gold-{name}", ["audit", "demo", "--task", f"{{gold_{name}.jsonl}}", "--store", S], 2,
        f"gold_{name}.jsonl:2: the gold answer", None) for name in ("nan", "inf", "huge", "banana")],

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from reachtui.commands import numbers
-from reachtui.commands.options import store_option
+from reachtui.commands.options import refuse_options, store_option
 from reachtui.errors import ReachError
 from reachtui.output import check_output, write_output
 
@@ -74,10 +74,14 @@ def emit(tables, fmt: str, output: str | None, store: Path | None = None, **styl
     tables; notes and warnings go to stderr for data formats (they are inside the text for md/latex/table).
     On a terminal, `table` is drawn by rich directly. `style`: how people formats write them
     (`reachtui.tables.formats.render`)."""
-    from reachtui.tables.formats import DATA_FORMATS, render_many, shown, to_rich
+    from dataclasses import replace
+
+    from reachtui.tables.formats import DATA_FORMATS, nonfinite_note, render_many, shown, to_rich
     from reachtui.tables.parquet import PARQUET
 
     tables = list(tables)
+    if fmt in ("json", "ndjson"):     # JSON has no infinity: said beside the file
+        tables = [replace(t, notes=[*t.notes, note]) if (note := nonfinite_note(t)) else t for t in tables]
     if fmt == PARQUET:     # the one binary format: a file, or stdout when it is not a terminal
         _emit_parquet(tables, output, store)
     elif output:       # the file first: a write that fails is then the only line
@@ -260,6 +264,7 @@ def export(table_name, run_args, runs, store_path, fmt, as_csv, as_tsv, as_json,
     spec = T.registry.get(name)
     fmt = pick_format(fmt, output, {"csv": as_csv, "tsv": as_tsv, "json": as_json, "ndjson": as_nl,
                                     "table": as_table})
+    refuse_unused(name, fmt, spec, sql=bool(where or order))
     if limit is not None and limit < 0:
         raise ReachError("--limit must be 0 or more")
     if limit is not None:
@@ -291,11 +296,37 @@ def export(table_name, run_args, runs, store_path, fmt, as_csv, as_tsv, as_json,
     emit([table], fmt, output, store_path_of(store_path), **style)
 
 
+#: export's options that only some formats write, and those formats.
+_FORMAT_OPTIONS = ((("no_headers",), ("csv", "tsv", "md", "latex")), (("ci",), ("md", "latex", "table")),
+                   (("caption", "latex_label"), ("latex",)), (("keep_formulas",), ("csv", "tsv")))
+#: What `export inspect` takes: the rest are a table's options.
+_INSPECT_OPTIONS = ("table_name", "run_args", "runs", "store_path", "output", "probe")
+
+
+def refuse_unused(name: str, fmt: str, spec, *, sql: bool) -> None:
+    """One line for an option given that table `name` in format `fmt` would not act on (`sql`: --where or
+    --order given, which -p and --where-timeout serve)."""
+    for names, formats in _FORMAT_OPTIONS:
+        if fmt not in formats:
+            refuse_options(names, f"to {fmt} output (only to {', '.join(formats)})")
+    if not spec.pair:
+        refuse_options(("allow_unmatched",), f"to the {name} table (only to a table of two runs: compare, "
+                                             f"compare-questions)")
+    if not spec.bootstrap:
+        refuse_options(("bootstrap", "bootstrap_seed"), f"to the {name} table (it has no bootstrap intervals; "
+                                                        f"summary and compare have)")
+    if not sql:
+        refuse_options(("params", "where_timeout"), "without --where or --order")
+
+
 def _export_inspect(runs: tuple[str, ...], store_path: str | None, output: str | None, probe: str | None) -> None:
     """One run (RUN or --run; the latest by default) written as an Inspect log to -o FILE.eval / FILE.json."""
     from reachtui import tables as T
     from reachtui.inspect_export import check_log_path, write_inspect_log
 
+    refuse_options([p.name for p in export.params if p.name not in _INSPECT_OPTIONS],
+                   "to export inspect: it writes the whole run as an Inspect log, in the format -o's suffix names "
+                   "(.eval or .json)")
     if len(runs) > 1:
         raise ReachError("export inspect writes one run: give one RUN")
     if not output:

@@ -17,7 +17,8 @@ from dataclasses import replace
 import click
 
 from reachtui.commands import numbers
-from reachtui.commands.options import deployment_options, model_access_options, placement_options, protocol_file_option
+from reachtui.commands.options import (deployment_options, model_access_options, placement_options,
+                                       protocol_file_option, refuse_options)
 from reachtui.errors import ReachError
 
 
@@ -51,6 +52,9 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
     from reachtui.model.load import with_revision
 
     model = with_revision(model, revision)
+    if raw:
+        refuse_options(("chat", "system", "template", "fewshot_file"),
+                       "with --raw, which sends PROMPT as given (no prompt is built around it)")
     deployed = deployment_of(locals())
     proto = protocol_of(protocol_file, deployed=deployed)
     temperature = proto.temperature if temperature is None else temperature

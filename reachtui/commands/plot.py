@@ -11,7 +11,7 @@ import click
 
 from reachtui.commands import numbers
 from reachtui.commands.export import bootstrap_options, open_store, store_path_of
-from reachtui.commands.options import store_option
+from reachtui.commands.options import refuse_options, store_option
 from reachtui.errors import ReachError
 
 
@@ -79,6 +79,12 @@ def plot(kind, runs, output, store_path, probes, fmt, dpi, allow_unmatched, boot
         raise ReachError("plot compare needs two runs: RUN_A RUN_B (Δ = B − A)")
     if allow_unmatched and name != "compare":
         raise ReachError("--allow-unmatched is for plot compare")
+    if fmt != "png":
+        refuse_options(("dpi",), f"to a {fmt} figure (its curves are vectors: --dpi is a PNG's resolution)")
+    if name != "compare":
+        refuse_options(("bootstrap", "bootstrap_seed"), f"to plot {name} (its intervals are not bootstrapped)")
+    if name == "mlp-scan":
+        refuse_options(("probes",), "to plot mlp-scan (its rows are silenced layers, not probes)")
     with open_store(store_path) as store:
         run_ids = list(dict.fromkeys(store.resolve_run(r) for r in runs))
         if name == "compare" and len(run_ids) != 2:
