@@ -16,6 +16,7 @@ from reachtui.commands import numbers
 from reachtui.commands.options import refuse_options, store_option
 from reachtui.errors import ReachError
 from reachtui.output import check_output, write_output
+from reachtui.stats import MAX_BOOTSTRAP
 
 _SUFFIX_FORMATS = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".ndjson": "ndjson", ".jsonl": "ndjson",
                    ".md": "md", ".tex": "latex", ".txt": "table", ".parquet": "parquet"}
@@ -134,9 +135,6 @@ def _finite(value: float, name: str) -> float:
         raise ReachError(f"{name} must be a finite number of seconds, not {value}")
     return value
 
-
-#: The most bootstrap replicates asked for (1000 by default): more would run for hours, not add precision.
-MAX_BOOTSTRAP = 100_000
 
 
 #: --keep-formulas (export, compare).
@@ -271,14 +269,7 @@ def export(table_name, run_args, runs, store_path, fmt, as_csv, as_tsv, as_json,
         limit = min(limit, 2**62)       # more rows than any table has (and still an SQLite integer)
     store = open_store(store_path)
     try:
-        if any(r.strip().lower() == "all" for r in runs):
-            if len(runs) > 1:
-                raise ReachError("--run all cannot be combined with other --run values")
-            run_ids = store.run_ids()
-            if not run_ids:
-                raise ReachError("the audit store has no runs yet")
-        else:
-            run_ids = [store.resolve_run(r) for r in (runs or (None,))]
+        run_ids = store.resolve_runs(runs)
         if spec.pair and len(run_ids) != 2:
             raise ReachError(f"the {name} table needs two runs: --run A --run B (or use `reachtui compare A B`)")
         table = T.build_table(store, name, run_ids, allow_unmatched=allow_unmatched, bootstrap=bootstrap,
