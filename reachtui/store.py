@@ -64,6 +64,20 @@ def _looks_like_sqlite(path: Path) -> bool:
     return head == b"" or head == b"SQLite format 3\x00"
 
 
+def check_creatable(path: Path) -> None:
+    """Before a long job that makes the store at `path` at its end (an audit makes it once the model has
+    loaded): its folder, or the nearest one that exists (the rest are made), can be written. The line `Store`
+    would give, now, with nothing made."""
+    folder = Path(path).absolute().parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ReachError(f"cannot create the folder of audit store {path}: {folder} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK) or _on_readonly_fs(folder / "store"):
+        raise EnvironmentFault(f"the store {path} cannot be written ({folder} cannot be written: a read-only file "
+                               f"system or missing permissions)")
+
+
 def _wal_mode(path: Path) -> bool:
     """Whether the SQLite file at `path` is in WAL mode (its header's read and write versions are 2)."""
     try:

@@ -12,6 +12,7 @@ import signal
 from dataclasses import replace
 import threading
 import time
+from pathlib import Path
 
 import click
 
@@ -79,6 +80,15 @@ class _Bar:
         self.progress.update(tid, completed=ev.done, total=max(ev.total, 1), info=info)
 
 
+def _open_writer(store_path):
+    """The audit store, opened to write for the length of the command."""
+    from reachtui.store import Store
+
+    store = Store(store_path)
+    click.get_current_context().call_on_close(store.close)
+    return store
+
+
 def print_closing(out, store, run_id: int) -> None:
     """The closing table of a run and the notes under it (what `audit` prints when a run is done)."""
     from reachtui.tables.formats import to_rich
@@ -132,7 +142,7 @@ def audit(model, task_spec, task_name, task_fields, probes, budget, temperature,
 
     from reachtui.engine.audit import check_given_run, completed_audit, holds_scan, run_audit
     from reachtui.model.load import model_name, with_revision
-    from reachtui.store import Store
+    from reachtui.store import check_creatable, default_store_path
 
     set_threads(threads)
     model = with_revision(model, revision)
@@ -150,14 +160,18 @@ def audit(model, task_spec, task_name, task_fields, probes, budget, temperature,
     placement(device, device_map, offload_folder)     # before the store is touched
     settings = settings_of(locals(), explicit_scan=True)     # the options, by name
     protocol, task, mlp_scan = settings.protocol, settings.task, settings.mlp_scan
-    store = Store(store_path)
-    click.get_current_context().call_on_close(store.close)
+    # A store that is not there yet is made once the model has loaded: a model that cannot load leaves nothing
+    store_file = Path(store_path) if store_path else default_store_path()
+    fresh = run_id is None and not store_file.exists()
+    if fresh:
+        check_creatable(store_file)
+    store = None if fresh else _open_writer(store_path)
     out = Console()
     done, whole = None, False
     if run_id is not None:        # refuse before spending time on the model
         if check_given_run(store, run_id, task=task, protocol=protocol, limit=limit)["status"] == "complete":
             done, whole = run_id, holds_scan(store, run_id, mlp_scan)
-    elif not new_run:
+    elif not new_run and not fresh:
         done, whole = completed_audit(store, model_name=model_name(model), task=task, protocol=protocol,
                                       limit=limit, mlp_scan=mlp_scan)
     if done is not None and whole:     # the same command again: show the run, generate nothing
@@ -193,6 +207,8 @@ def audit(model, task_spec, task_name, task_fields, probes, budget, temperature,
         where = f" on {runner.workers} Ray worker(s) of {info['threads']} thread(s)"
     err.print(f"model {info['name']} ({info['model_class']}, {runner.num_layers} layers, {info['device']}, "
               f"{info['dtype']}) loaded{where} in {time.monotonic() - t_load:.1f}s; protocol {protocol.hash()}")
+    if store is None:
+        store = _open_writer(store_path)
 
     cancel = threading.Event()
     hits = {"n": 0}
