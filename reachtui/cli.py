@@ -98,10 +98,16 @@ def _environment_fault(exc: BaseException):
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point, and the one place errors become one line on stderr: a ReachError (bad input) exits 2,
-    an environment fault 3, anything unexpected 1 (`--debug` shows the traceback)."""
+    an environment fault 3, anything unexpected 1 (`--debug` shows the traceback). A library's warning is
+    one line too (`_show_warning`; REACHTUI_DEBUG=1 shows it as Python does)."""
     _debug["on"] = os.environ.get("REACHTUI_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
-    if not _debug["on"]:
-        warnings.showwarning = _show_warning
+    with warnings.catch_warnings():     # as it was afterwards: main also runs inside other programs (tests)
+        if not _debug["on"]:
+            warnings.showwarning = _show_warning
+        _main(argv)
+
+
+def _main(argv: list[str] | None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
     for arg in args:              # bytes that are not UTF-8 arrive as lone surrogates: nothing could store them
         try:

@@ -12,7 +12,6 @@ rows kept.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import os
 import shutil
@@ -27,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_helpers import HAVE_DEMO, fingerprint, model_copy, run_cli
+from cli_helpers import HAVE_DEMO, fingerprint, folder_state, model_copy, run_cli
 from fake_runner import FakeRunner, write_task
 from reachtui.assets import DEMO_MODEL_DIR
 from reachtui.engine.audit import run_audit
@@ -196,25 +195,6 @@ def env(tmp_path_factory):
         import gc
 
         gc.collect()
-
-
-def folder_state(root: Path) -> dict:
-    """Every file under `root` (recursively) with its type and, for a regular file, its bytes' digest; the
-    shared-memory index `-shm` (no data: rebuilt from the WAL) and an empty `-wal` are left out."""
-    state = {}
-    for p in sorted(root.rglob("*")):
-        try:
-            st = os.lstat(p)
-        except FileNotFoundError:
-            continue
-        name = str(p.relative_to(root))
-        if name.endswith("-shm") or (name.endswith("-wal") and st.st_size == 0):
-            continue
-        if stat.S_ISREG(st.st_mode):
-            state[name] = hashlib.sha256(p.read_bytes()).hexdigest()
-        else:
-            state[name] = stat.filemode(st.st_mode)[0]
-    return state
 
 
 def _fill(arg: str, env: Env) -> str:

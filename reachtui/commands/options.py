@@ -76,8 +76,10 @@ model_access_options = _stack(
                  help="Load a model whose weights are only pickles (pytorch_model.bin), which can run code when "
                       "loaded. Off by default: safetensors only."),
     click.option("--allow-missing-weights", is_flag=True,
-                 help="Load a model whose checkpoint lacks weights its config asks for (they are random) or holds "
-                      "weights it has no place for. Off by default: refused; the load report is kept with the run."),
+                 help="Load a model whose checkpoint lacks weights its config asks for (they are random), holds "
+                      "weights it has no place for or of another shape; apply an adapter whose file lacks weights "
+                      "its config describes or holds others. Off by default: refused; the load report is kept "
+                      "with the run."),
 )
 
 
