@@ -139,6 +139,9 @@ def _make_models(root: Path) -> None:
     _edit_json(nopad / "generation_config.json", lambda d: d.update(eos_token_id=500, pad_token_id=None))
     _edit_json(model_copy(root, "cfg_vocab") / "config.json", lambda d: d.update(vocab_size=50))
     _edit_json(model_copy(root, "cfg_mlp") / "config.json", lambda d: d.update(intermediate_size=400))
+    _edit_json(model_copy(root, "cfg_heads") / "config.json", lambda d: d.update(num_attention_heads=3))
+    _edit_json(model_copy(root, "cfg_rope") / "config.json", lambda d: d.update(rope_parameters={"rope_type": "x9"}))
+    (model_copy(root, "tok_gone") / "tokenizer.json").unlink()
 
 
 @pytest.fixture(scope="module")
@@ -215,6 +218,13 @@ CASES = [
      "model.embed_tokens.weight ([100, 128] in the checkpoint, [50, 128] by the config)", "demo"),
     ("generate-config-mlp-not-the-weights", _generate("{cfg_mlp}"), 2,
      "24 weight(s) of another shape", "demo"),
+    # the lines after a first line ending in ':', and a KeyError's key, were left out
+    ("generate-config-heads-do-not-divide", _generate("{cfg_heads}"), 2,
+     "validate_architecture': ValueError: The hidden size (128) is not a multiple of the number of attention heads "
+     "(3).", "demo"),
+    ("audit-config-unknown-rope-type", _audit("{cfg_rope}"), 2, "'x9' is missing or unknown (KeyError)", "demo"),
+    ("generate-tokenizer-file-missing", _generate("{tok_gone}"), 2,
+     "from one of: (1) a `tokenizers` library serialization file,", "demo"),
     # -- 4. options accepted and ignored -------------------------------------------------------------------------
     ("export-inspect-where", ["export", "inspect", "-o", "{x.eval}", "--where", "1", "--store", S], 2,
      "--where does not apply to export inspect", None),
