@@ -136,7 +136,7 @@ class StoreQueries:
         first, for 'all' given alone (`export --run all`, the API's `table(name, "all")`)."""
         if any(isinstance(s, str) and s.strip().lower() == "all" for s in specs):
             if len(specs) > 1:
-                raise ReachError("'all' names every run: give it alone, not with other runs")
+                raise ReachError("'all' cannot be combined with other runs: it names every run")
             run_ids = self.run_ids()
             if not run_ids:
                 raise ReachError("the audit store has no runs yet")

@@ -578,7 +578,7 @@ def test_the_odd_store_holds_what_the_round_trip_is_about(odd_store):
     (lambda a: a.compare(1, 2, allow_unmatched="yes"), "allow_unmatched is True or False, not 'yes'"),
     (lambda a: a.attempts(1.5), "a run is an id, 'latest', 'all' or a model name, not 1.5"),
     (lambda a: a.attempts(True), "a run is an id, 'latest', 'all' or a model name, not True"),
-    (lambda a: a.attempts("all", 1), "'all' names every run: give it alone"),
+    (lambda a: a.attempts("all", 1), "'all' cannot be combined with other runs"),
     (lambda a: a.attempts(99), "no run 99 in the audit store"),
     (lambda a: a.table(3), "a table is named by a string"),
     (lambda a: a.table("nope"), "unknown table 'nope'"),
