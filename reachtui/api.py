@@ -89,7 +89,7 @@ class AuditStore(contextlib.AbstractContextManager):
 
         if path is None:
             path = default_store_path()
-        elif isinstance(path, (bytes, os.PathLike)):
+        if isinstance(path, (bytes, os.PathLike)):
             path = os.fsdecode(path)
         if not isinstance(path, str):
             raise ReachError(f"open_store takes a path (str, bytes or os.PathLike), not {type(path).__name__}")

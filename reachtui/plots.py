@@ -183,7 +183,10 @@ def _frac_axis(ax, PercentFormatter, label: str) -> None:
 
 
 def _legend(ax) -> None:
-    """Below the panel, so that it never hides a curve."""
+    """Below the panel, so that it never hides a curve; none for a panel without a curve (no probe in common:
+    matplotlib would warn that it found nothing to label)."""
+    if not ax.get_legend_handles_labels()[0]:
+        return
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2, fontsize=6.5, frameon=False)
 
 

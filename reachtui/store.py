@@ -19,6 +19,7 @@ damaged) rolls its transaction back whole and says so in one line.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import sqlite3
@@ -71,8 +72,9 @@ def check_creatable(path: Path) -> None:
     folder = Path(path).absolute().parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
-    if not folder.is_dir():
-        raise ReachError(f"cannot create the folder of audit store {path}: {folder} is not a folder")
+    if not folder.is_dir():       # the line Store gives (os.makedirs' error)
+        raise ReachError(f"cannot create the folder of audit store {path}: {os.strerror(errno.ENOTDIR)} ({folder} is "
+                         f"a file)")
     if not os.access(folder, os.W_OK | os.X_OK) or _on_readonly_fs(folder / "store"):
         raise EnvironmentFault(f"the store {path} cannot be written ({folder} cannot be written: a read-only file "
                                f"system or missing permissions)")

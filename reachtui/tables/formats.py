@@ -9,8 +9,8 @@ Column kinds decide how a value is written:
     pvalue            full precision in data formats, 3 significant digits for people
     bool              true/false in json, 1/0 in csv/tsv, "yes"/"no" for people
     interval          a folded interval cell for people ("[75.1, 85.0]"), numbers in text
-None and NaN are empty in csv/tsv (as an empty text is: csv has no null), null in json, "–" for people; an infinite float is inf/-inf in csv/tsv
-and parquet, null in json (which has no infinity: a note says so).
+None and NaN are empty in csv/tsv (as an empty text is: csv has no null), null in json, "–" for people; an
+infinite float is inf/-inf in csv/tsv and parquet, null in json (which has no infinity: a note says so).
 
 `render`/`render_many` give text in a format; `fold_intervals` turns each interval `X_lo`, `X_hi` into
 one column for people ("X CI": "[75.1, 85.0]", or "X": "80.3 [75.1, 85.0]" with the value); `percent`
