@@ -708,3 +708,28 @@ def test_a_reader_beside_a_writer_creates_nothing_and_changes_nothing(env, tmp_p
         assert folder_state(tmp_path, every_file=True) == before
     finally:
         writer.close()
+
+
+def test_open_store_leaves_the_folder_as_it_found_it_and_follows_a_writer(env, tmp_path):
+    """`open --store`: its checks before the app (`prepare`, the app not started) and the app's reader
+    (`AuditData`), which must see a run the app's own writer adds while it is open."""
+    from reachtui.commands.open import open_, prepare
+    from reachtui.commands.options import task_fields_of
+    from reachtui.tui.data import AuditData
+
+    store = tmp_path / "s.sqlite"
+    shutil.copy(env / "good.sqlite", store)
+    before = folder_state(tmp_path, every_file=True)
+    with open_.make_context("reachtui open", ["--store", str(store)]) as ctx:
+        launch = prepare(**task_fields_of(ctx.params))
+    assert callable(launch) and folder_state(tmp_path, every_file=True) == before
+    data = AuditData(store)
+    try:
+        assert data.latest_run_id() == 2
+        with Store(store) as writer:
+            run_audit(writer, FakeRunner(), model_name="fake", task=load_task(str(env / "t.jsonl")),
+                      protocol=Protocol(probes=(ProbeSpec("sample", budget=2),), seed=9))
+        assert data.latest_run_id() == 3
+    finally:
+        data.close()
+    assert sorted(os.listdir(tmp_path)) == ["s.sqlite", "s.sqlite.lock"]     # the writer's run lock, no -wal/-shm
