@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 
 import click
 from click_default_group import DefaultGroup
@@ -65,6 +66,12 @@ def _lines_joined(exc: BaseException) -> str:
     return " ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or type(exc).__name__
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A library's warning as one line of reachtui's own: its message's first line, without the source file
+    and the code line Python adds (the warnings that say nothing to a user are filtered where they arise)."""
+    click.echo(f"warning: {_one_line(message)[:400]}", err=True)
+
+
 def _fail(line: str, code: int) -> None:
     if _debug["on"] and sys.exc_info()[0] is not None:
         import traceback
@@ -91,8 +98,16 @@ def _environment_fault(exc: BaseException):
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point, and the one place errors become one line on stderr: a ReachError (bad input) exits 2,
-    an environment fault 3, anything unexpected 1 (`--debug` shows the traceback)."""
+    an environment fault 3, anything unexpected 1 (`--debug` shows the traceback). A library's warning is
+    one line too (`_show_warning`; REACHTUI_DEBUG=1 shows it as Python does)."""
     _debug["on"] = os.environ.get("REACHTUI_DEBUG", "").strip().lower() in ("1", "true", "yes", "on")
+    with warnings.catch_warnings():     # as it was afterwards: main also runs inside other programs (tests)
+        if not _debug["on"]:
+            warnings.showwarning = _show_warning
+        _main(argv)
+
+
+def _main(argv: list[str] | None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
     for arg in args:              # bytes that are not UTF-8 arrive as lone surrogates: nothing could store them
         try:

@@ -54,8 +54,14 @@ _SQLITE_IOERR, _SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB =
 
 
 def first_line(exc: BaseException, limit: int | None = None) -> str:
-    """The first line of an exception's message (its type's name when it has none), for a one-line error."""
-    line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    """The first line of an exception's message (its type's name when it has none), for a one-line error. A
+    first line that ends in ':' only announces the cause on the lines after it ("Class validation error for
+    validator ...:"), so those follow it, joined by spaces. A KeyError's message is only the key: its type says
+    what it is."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()] or [type(exc).__name__]
+    line = " ".join(lines) if lines[0].endswith(":") else lines[0]
+    if isinstance(exc, KeyError) and exc.args:
+        line = f"{line} is missing or unknown (KeyError)"
     return line if limit is None else line[:limit]
 
 

@@ -44,6 +44,8 @@ from typing import Any
 LEVEL = 0.95
 Z95 = 1.959963984540054  # the 97.5% quantile of the standard normal
 DEFAULT_BOOTSTRAP = 1000  # replicates
+#: The most bootstrap replicates asked for (--bootstrap, the API): more would run for hours, not add precision.
+MAX_BOOTSTRAP = 100_000
 MIN_DEFINED = 0.5  # share of replicates where a statistic must be defined for its interval to be given
 
 NAN_PAIR = (math.nan, math.nan)

@@ -19,6 +19,7 @@ damaged) rolls its transaction back whole and says so in one line.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import sqlite3
@@ -63,6 +64,31 @@ def _looks_like_sqlite(path: Path) -> bool:
     except OSError as exc:
         raise ReachError(f"cannot read audit store {path}: {exc.strerror or exc}") from None
     return head == b"" or head == b"SQLite format 3\x00"
+
+
+def check_creatable(path: Path) -> None:
+    """Before a long job that makes the store at `path` at its end (an audit makes it once the model has
+    loaded): its folder, or the nearest one that exists (the rest are made), can be written. The line `Store`
+    would give, now, with nothing made."""
+    folder = Path(path).absolute().parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():       # the line Store gives (os.makedirs' error)
+        raise ReachError(f"cannot create the folder of audit store {path}: {os.strerror(errno.ENOTDIR)} ({folder} is "
+                         f"a file)")
+    if not os.access(folder, os.W_OK | os.X_OK) or _on_readonly_fs(folder / "store"):
+        raise EnvironmentFault(f"the store {path} cannot be written ({folder} cannot be written: a read-only file "
+                               f"system or missing permissions)")
+
+
+def _wal_mode(path: Path) -> bool:
+    """Whether the SQLite file at `path` is in WAL mode (its header's read and write versions are 2)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(20)
+    except OSError:
+        return False
+    return len(head) == 20 and head[18] == 2 and head[19] == 2
 
 
 def _on_readonly_fs(path: Path) -> bool:
@@ -136,9 +162,24 @@ class Store(StoreQueries, OutcomeQueries):
             raise ReachError(f"cannot open audit store {self.path}: {exc}") from None
 
     def _connect(self, readonly: bool) -> sqlite3.Connection:
+        """A writer's connection; or a reader's, which leaves the folder as it found it. A WAL store needs its
+        -wal and -shm files beside it to be read, and a `mode=ro` connection makes them and leaves them there.
+        So where a WAL store has no -wal file (no writer is connected) a reader opens it read-write, made
+        read-only by `PRAGMA query_only`: when it closes as the last connection SQLite removes both files, and
+        while it is open it reads as any connection does, seeing what a writer commits meanwhile. A store this
+        process cannot write is read as immutable then (its -shm would be this user's, in the way of its owner's
+        writer)."""
         if not readonly:
             return sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_MS / 1000)
-        uri = self.path.resolve().as_uri() + "?mode=ro"
+        uri = self.path.resolve().as_uri()
+        if _wal_mode(self.path) and not self.path.with_name(self.path.name + "-wal").exists():
+            if os.access(self.path, os.W_OK) and os.access(self.path.parent, os.W_OK) \
+                    and not _on_readonly_fs(self.path):
+                conn = sqlite3.connect(uri + "?mode=rw", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+                conn.execute("PRAGMA query_only = 1")
+                return conn
+            return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        uri += "?mode=ro"
         conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
         try:
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()

@@ -134,6 +134,18 @@ class StoreQueries:
             raise ReachError(f"no run {run_id} in the audit store (it has {known})")
         return run_id
 
+    def resolve_runs(self, specs: Sequence[str | int | None]) -> list[int]:
+        """The run ids `specs` name (`resolve_run` each; none given: the latest run), or every run, oldest
+        first, for 'all' given alone (`export --run all`, the API's `table(name, "all")`)."""
+        if any(isinstance(s, str) and s.strip().lower() == "all" for s in specs):
+            if len(specs) > 1:
+                raise ReachError("'all' cannot be combined with other runs: it names every run")
+            run_ids = self.run_ids()
+            if not run_ids:
+                raise ReachError("the audit store has no runs yet")
+            return run_ids
+        return [self.resolve_run(s) for s in (specs or (None,))]
+
     def run_protocol(self, run: int | Mapping[str, Any]) -> Protocol:
         """The protocol run `run` (an id, or its `get_run` row) was made under: every reader's one way to
         it. Older stored forms are read as they were meant (a protocol stored without `sampler` drew with

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import sqlite3
+import stat
 import subprocess
 from pathlib import Path
 
@@ -65,3 +67,23 @@ def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def folder_state(root: Path, *, every_file: bool = False) -> dict:
+    """Every file under `root` (recursively) with its type and, for a regular file, its bytes' digest; the
+    shared-memory index `-shm` (no data: rebuilt from the WAL) and an empty `-wal` are left out unless
+    `every_file` (a reader must not leave them beside a store that had none)."""
+    state = {}
+    for p in sorted(root.rglob("*")):
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            continue
+        name = str(p.relative_to(root))
+        if not every_file and (name.endswith("-shm") or (name.endswith("-wal") and st.st_size == 0)):
+            continue
+        if stat.S_ISREG(st.st_mode):
+            state[name] = hashlib.sha256(p.read_bytes()).hexdigest()
+        else:
+            state[name] = stat.filemode(st.st_mode)[0]
+    return state

@@ -36,7 +36,8 @@ def _cli(*args: str) -> str:
 
 
 def _export(path, fmt: str) -> str:
-    return _cli("export", "summary", "--store", str(path), "--columns", COLUMNS, "--format", fmt, "--ci", "inline")
+    inline = ["--ci", "inline"] if fmt in ("md", "latex", "table") else []     # --ci is a people's format option
+    return _cli("export", "summary", "--store", str(path), "--columns", COLUMNS, "--format", fmt, *inline)
 
 
 def _cells_by_probe(rows: list[list[str]], header: list[str]) -> dict[str, dict[str, str]]:

@@ -99,6 +99,15 @@ def attempts_rate(generated: int, seconds: float) -> str:
     return f"{per_s:.1f} attempts/s" if per_s < 100 else f"{per_s:.0f} attempts/s"
 
 
+def _open_writer(store_path):
+    """The audit store, opened to write for the length of the command."""
+    from reachtui.store import Store
+
+    store = Store(store_path)
+    click.get_current_context().call_on_close(store.close)
+    return store
+
+
 def print_closing(out, store, run_id: int) -> None:
     """The closing table of a run and the notes under it (what `audit` prints when a run is done)."""
     from reachtui.tables.formats import to_rich
@@ -155,7 +164,7 @@ def audit(model, task_spec, task_name, task_fields, probes, budget, temperature,
     from reachtui.commands import serving
     from reachtui.engine.audit import check_given_run, completed_audit, holds_scan, run_audit
     from reachtui.model.load import model_name, with_revision
-    from reachtui.store import Store, default_store_path
+    from reachtui.store import check_creatable, default_store_path
     from reachtui.tables.formats import shown
 
     server = serving.server_of(locals())
@@ -193,16 +202,21 @@ def audit(model, task_spec, task_name, task_fields, probes, budget, temperature,
         return prompts_fit(model, protocol, questions, skip_long=skip_long, trust_remote_code=trust_remote_code,
                            allow_download=allow_download, server=runner)
 
-    # no store yet: nothing to show or resume, so the checks come before the store is made (a refusal makes none)
-    fit = model_checks() if not (Path(store_path) if store_path else default_store_path()).exists() else None
-    store = Store(store_path)
-    click.get_current_context().call_on_close(store.close)
+    # no store yet: nothing to show or resume, so the checks come first, and the store is made only once the
+    # model has loaded (a model that cannot load, or fails a check at load, leaves no store and no folder)
+    store_file = Path(store_path) if store_path else default_store_path()
+    fresh = run_id is None and not store_file.exists()
+    fit = None
+    if fresh:
+        fit = model_checks()
+        check_creatable(store_file)
+    store = None if fresh else _open_writer(store_path)
     out = Console()
     done, whole = None, False
     if run_id is not None:        # refuse before spending time on the model
         if check_given_run(store, run_id, task=task, protocol=protocol, limit=limit)["status"] == "complete":
             done, whole = run_id, holds_scan(store, run_id, mlp_scan)
-    elif not new_run:
+    elif not new_run and not fresh:
         done, whole = completed_audit(store, model_name=model_name(model), task=task, protocol=protocol,
                                       limit=limit, mlp_scan=mlp_scan)
     if done is not None and whole:     # the same command again: show the run, generate nothing
@@ -245,6 +259,8 @@ def audit(model, task_spec, task_name, task_fields, probes, budget, temperature,
     else:
         err.print(f"model {info['name']} ({info['model_class']}, {runner.num_layers} layers, {info['device']}, "
                   f"{info['dtype']}) loaded{where} in {time.monotonic() - t_load:.1f}s; protocol {protocol.hash()}")
+    if store is None:
+        store = _open_writer(store_path)
 
     cancel = threading.Event()
     hits = {"n": 0}

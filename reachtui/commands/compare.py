@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from reachtui.commands.options import store_option
+from reachtui.commands.options import refuse_options, store_option
 from reachtui.commands.export import (bootstrap_options, emit, keep_formulas_option, open_store, pick_format,
                                       quiet_option, store_path_of)
 from reachtui.output import check_output
@@ -57,6 +57,10 @@ def compare(run_a, run_b, store_path, fmt, output, allow_unmatched, list_spec, k
     if output is not None:      # a file that must never be written (the store) is named first, before its suffix
         check_output(output, store_path_of(store_path))
     fmt = pick_format(fmt, output, {}) if (explicit or output) else "table"
+    if fmt not in ("csv", "tsv"):
+        refuse_options(("keep_formulas",), f"to {fmt} output (only to csv, tsv)")
+    if list_spec is not None:
+        refuse_options(("bootstrap", "bootstrap_seed"), "to --list (question ids, no intervals)")
     store = open_store(store_path)
     try:
         a, b = store.resolve_run(run_a), store.resolve_run(run_b)

@@ -13,9 +13,10 @@ from pathlib import Path
 import click
 
 from reachtui.commands import numbers
-from reachtui.commands.options import store_option
+from reachtui.commands.options import refuse_options, store_option
 from reachtui.errors import ReachError
 from reachtui.output import check_output, write_output
+from reachtui.stats import MAX_BOOTSTRAP
 
 _SUFFIX_FORMATS = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".ndjson": "ndjson", ".jsonl": "ndjson",
                    ".md": "md", ".tex": "latex", ".txt": "table", ".parquet": "parquet"}
@@ -74,10 +75,14 @@ def emit(tables, fmt: str, output: str | None, store: Path | None = None, *, qui
     tables; notes and warnings go to stderr for data formats (they are inside the text for md/latex/table).
     On a terminal, `table` is drawn by rich directly. `quiet`: no notes anywhere (--quiet; warnings stay).
     `style`: how people formats write them (`reachtui.tables.formats.render`)."""
-    from reachtui.tables.formats import DATA_FORMATS, render_many, shown, to_rich
+    from dataclasses import replace
+
+    from reachtui.tables.formats import DATA_FORMATS, nonfinite_note, render_many, shown, to_rich
     from reachtui.tables.parquet import PARQUET
 
     tables = [t.quiet() for t in tables] if quiet else list(tables)
+    if fmt in ("json", "ndjson") and not quiet:     # JSON has no infinity: said beside the file
+        tables = [replace(t, notes=[*t.notes, note]) if (note := nonfinite_note(t)) else t for t in tables]
     if fmt == PARQUET:     # the one binary format: a file, or stdout when it is not a terminal
         _emit_parquet(tables, output, store)
     elif output:       # the file first: a write that fails is then the only line
@@ -130,9 +135,6 @@ def _finite(value: float, name: str) -> float:
         raise ReachError(f"{name} must be a finite number of seconds, not {value}")
     return value
 
-
-#: The most bootstrap replicates asked for (1000 by default): more would run for hours, not add precision.
-MAX_BOOTSTRAP = 100_000
 
 
 #: --quiet (export, compare, import).
@@ -268,20 +270,14 @@ def export(table_name, run_args, runs, store_path, fmt, as_csv, as_tsv, as_json,
     spec = T.registry.get(name)
     fmt = pick_format(fmt, output, {"csv": as_csv, "tsv": as_tsv, "json": as_json, "ndjson": as_nl,
                                     "table": as_table})
+    refuse_unused(name, fmt, spec, sql=bool(where or order))
     if limit is not None and limit < 0:
         raise ReachError("--limit must be 0 or more")
     if limit is not None:
         limit = min(limit, 2**62)       # more rows than any table has (and still an SQLite integer)
     store = open_store(store_path)
     try:
-        if any(r.strip().lower() == "all" for r in runs):
-            if len(runs) > 1:
-                raise ReachError("--run all cannot be combined with other --run values")
-            run_ids = store.run_ids()
-            if not run_ids:
-                raise ReachError("the audit store has no runs yet")
-        else:
-            run_ids = [store.resolve_run(r) for r in (runs or (None,))]
+        run_ids = store.resolve_runs(runs)
         if spec.pair and len(run_ids) != 2:
             raise ReachError(f"the {name} table needs two runs: --run A --run B (or use `reachtui compare A B`)")
         table = T.build_table(store, name, run_ids, allow_unmatched=allow_unmatched, bootstrap=bootstrap,
@@ -299,12 +295,38 @@ def export(table_name, run_args, runs, store_path, fmt, as_csv, as_tsv, as_json,
     emit([table], fmt, output, store_path_of(store_path), quiet=quiet, **style)
 
 
+#: export's options that only some formats write, and those formats.
+_FORMAT_OPTIONS = ((("no_headers",), ("csv", "tsv", "md", "latex")), (("ci",), ("md", "latex", "table")),
+                   (("caption", "latex_label"), ("latex",)), (("keep_formulas",), ("csv", "tsv")))
+#: What `export inspect` takes: the rest are a table's options.
+_INSPECT_OPTIONS = ("table_name", "run_args", "runs", "store_path", "output", "probe", "quiet")
+
+
+def refuse_unused(name: str, fmt: str, spec, *, sql: bool) -> None:
+    """One line for an option given that table `name` in format `fmt` would not act on (`sql`: --where or
+    --order given, which -p and --where-timeout serve)."""
+    for names, formats in _FORMAT_OPTIONS:
+        if fmt not in formats:
+            refuse_options(names, f"to {fmt} output (only to {', '.join(formats)})")
+    if not spec.pair:
+        refuse_options(("allow_unmatched",), f"to the {name} table (only to a table of two runs: compare, "
+                                             f"compare-questions)")
+    if not spec.bootstrap:
+        refuse_options(("bootstrap", "bootstrap_seed"), f"to the {name} table (it has no bootstrap intervals; "
+                                                        f"summary and compare have)")
+    if not sql:
+        refuse_options(("params", "where_timeout"), "without --where or --order")
+
+
 def _export_inspect(runs: tuple[str, ...], store_path: str | None, output: str | None, probe: str | None,
                     quiet: bool = False) -> None:
     """One run (RUN or --run; the latest by default) written as an Inspect log to -o FILE.eval / FILE.json."""
     from reachtui import tables as T
     from reachtui.inspect_export import check_log_path, write_inspect_log
 
+    refuse_options([p.name for p in export.params if p.name not in _INSPECT_OPTIONS],
+                   "to export inspect: it writes the whole run as an Inspect log, in the format -o's suffix names "
+                   "(.eval or .json)")
     if len(runs) > 1:
         raise ReachError("export inspect writes one run: give one RUN")
     if output is None:

@@ -18,7 +18,8 @@ import click
 
 from reachtui.commands import numbers
 from reachtui.commands.options import (deployment_options, model_access_options, placement_options,
-                                       protocol_file_option, server_options, set_threads, threads_option)
+                                       protocol_file_option, refuse_options, server_options, set_threads,
+                                       threads_option)
 from reachtui.errors import ReachError
 
 
@@ -58,6 +59,9 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
     server = serving.server_of(locals())
     set_threads(threads)      # before torch loads: more threads than free cores collapse (options.default_threads)
     model = with_revision(model, revision)
+    if raw:
+        refuse_options(("chat", "system", "template", "fewshot_file"),
+                       "with --raw, which sends PROMPT as given (no prompt is built around it)")
     deployed = deployment_of(locals())
     proto = protocol_of(protocol_file, deployed=deployed)
     temperature = proto.temperature if temperature is None else temperature

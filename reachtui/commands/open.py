@@ -20,8 +20,8 @@ import click
 
 from reachtui.commands import numbers
 from reachtui.commands.options import (batch_size_option, mlp_scan_choice, model_access_options, new_option,
-                                       placement_options, protocol_options, server_options, set_threads, store_option,
-                                       task_option, threads_option)
+                                       placement_options, protocol_options, refuse_options, server_options, set_threads,
+                                       store_option, task_option, threads_option)
 from reachtui.commands.preflight import loadable, placement, prompts_fit, question_pairs, settings_of
 from reachtui.errors import ReachError
 
@@ -118,6 +118,13 @@ def open_(**options):
     prepare(**options)()
 
 
+#: open's options that set up an audit of MODEL (the task, the protocol, the run's batches).
+AUDIT_OPTIONS = ("task_spec", "task_name", "question_field", "answer_field", "id_field", "choices_field",
+                 "task_preset", "probes", "budget", "temperature", "seed", "max_new_tokens", "protocol_file", "chat",
+                 "system", "template", "answer_format", "stops", "fewshot_file", "limit", "mlp_scan", "new_run",
+                 "batch_size", "skip_long", "full")
+
+
 def prepare(model, task_spec, task_name, task_fields, store_path, run_id, probes, budget, temperature, seed, limit,
             skip_long, mlp_scan, protocol_file, chat, system, template, answer_format, stops, fewshot_file,
             max_new_tokens, new_run, full, device, dtype, device_map, offload_folder, batch_size, threads, server_url,
@@ -142,9 +149,15 @@ def prepare(model, task_spec, task_name, task_fields, store_path, run_id, probes
                      trust_remote_code=trust_remote_code, allow_download=allow_download, allow_pickle=allow_pickle,
                      allow_missing_weights=allow_missing_weights)
     keymap = read_keymap(keymap_file) if keymap_file is not None else None
+    if compare is None:
+        refuse_options(("allow_unmatched",), "without --compare")
+    if model is None:      # browsing: the stored runs keep their own task and protocol
+        refuse_options(AUDIT_OPTIONS, "without MODEL: they set up an audit, and browsing runs none (a stored run "
+                                      "keeps its task and protocol)")
     if compare is not None:
         if model is not None:
             raise ReachError("--compare browses two stored runs: give no MODEL")
+        refuse_options(("run_id",), "with --compare, which names its two runs")
         ids = compared_runs(path, compare, allow_unmatched)
         return lambda: _run_app(path, None, launch_kw, keymap=keymap, compare=ids, allow_unmatched=allow_unmatched)
     if model is None:

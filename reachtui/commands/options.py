@@ -78,8 +78,10 @@ model_access_options = _stack(
                  help="Load a model whose weights are only pickles (pytorch_model.bin), which can run code when "
                       "loaded. Off by default: safetensors only."),
     click.option("--allow-missing-weights", is_flag=True,
-                 help="Load a model whose checkpoint lacks weights its config asks for (they are random) or holds "
-                      "weights it has no place for. Off by default: refused; the load report is kept with the run."),
+                 help="Load a model whose checkpoint lacks weights its config asks for (they are random), holds "
+                      "weights it has no place for or of another shape; apply an adapter whose file lacks weights "
+                      "its config describes or holds others. Off by default: refused; the load report is kept "
+                      "with the run."),
 )
 
 
@@ -284,6 +286,32 @@ server_options = _stack(
 
 #: The most CPU threads one process is given (--threads): beyond it, thread creation is the work.
 MAX_THREADS = 1024
+
+
+def given_options(*names: str) -> list[str]:
+    """The options among `names` (parameter names) that the command line (or the environment) set, as the user
+    writes them (--where, RUN), in the command's order; none outside a click command."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return []
+    found = []
+    for param in ctx.command.params:
+        if param.name in names and ctx.get_parameter_source(param.name) in (
+                ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT, ParameterSource.PROMPT):
+            long = [o for o in param.opts if o.startswith("--")]
+            found.append((long or param.opts or [param.human_readable_name])[0]
+                         if isinstance(param, click.Option) else param.human_readable_name.strip("[]."))
+    return found
+
+
+def refuse_options(names: Sequence[str], why: str) -> None:
+    """One line when an option that the command would not use is given (`why`: what makes it unused, e.g.
+    "to export inspect (...)"): an option accepted and ignored would look as if it had acted."""
+    found = given_options(*names)
+    if found:
+        raise ReachError(f"{', '.join(found)} {'does' if len(found) == 1 else 'do'} not apply {why}")
 
 
 def at_least_one(**counts: int | None) -> None:

@@ -12,7 +12,7 @@ import click
 
 from reachtui.commands import numbers
 from reachtui.commands.export import bootstrap_options, open_store, store_path_of
-from reachtui.commands.options import store_option
+from reachtui.commands.options import refuse_options, store_option
 from reachtui.errors import ReachError
 
 ALL = "all"
@@ -110,6 +110,7 @@ def plot(kind, runs, output, store_path, probes, fmt, width, title, caption, sty
     inches = plots.parse_width(width)
     look = plots.style_rc(style) if style is not None else None
     targets, fmt = _targets(name, runs, output, fmt, store)
+    _refuse_unused(name, fmt)
     with open_store(store_path) as s:
         drawn, skipped = _figure_tables(s, name, runs, targets, probes=probes, allow_unmatched=allow_unmatched,
                                         bootstrap=bootstrap, seed=bootstrap_seed)
@@ -146,6 +147,16 @@ def _check_request(name: str, runs, output: str, title: str | None, allow_unmatc
         raise ReachError("--title names one figure; plot all draws several (draw each with plot KIND --title)")
     if name == ALL and len(runs) > 2:
         raise ReachError("plot all takes one run, or two (A, B: compare is drawn too)")
+
+
+def _refuse_unused(name: str, fmt: str) -> None:
+    """One line for an option the figure would not act on."""
+    if fmt != "png":
+        refuse_options(("dpi",), f"to a {fmt} figure (its curves are vectors: --dpi is a PNG's resolution)")
+    if name in ("passk", "reach", "mlp-scan"):
+        refuse_options(("bootstrap", "bootstrap_seed"), f"to plot {name} (its intervals are not bootstrapped)")
+    if name == "mlp-scan":
+        refuse_options(("probes",), "to plot mlp-scan (its rows are silenced layers, not probes)")
 
 
 def _targets(name: str, runs, output: str, fmt: str | None, store: Path) -> tuple[dict[str, str], str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from reachtui.commands.options import store_option
+from reachtui.commands.options import refuse_options, store_option
 from reachtui.errors import ReachError
 
 
@@ -26,6 +26,9 @@ def protocol(run, store_path, list_presets, preset) -> None:
       reachtui protocol --presets
     """
     if list_presets or preset is not None:
+        refuse_options(("run", "store_path"), "to --presets or --preset (a preset is not a stored run)")
+        if list_presets and preset is not None:
+            raise ReachError("--presets lists the presets, --preset NAME prints one: give one of them")
         show_presets(preset)
         return
     from reachtui.commands.export import open_store

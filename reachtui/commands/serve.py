@@ -34,10 +34,11 @@ def serve(ctx, host, port):
 
     args = list(ctx.args)
     try:                                # the same options as `open`, checked as `open` checks them: a bad one is
-        params = open_.make_context("reachtui open", list(args)).params    # refused now, not in each tab
+        opened = open_.make_context("reachtui open", list(args))        # refused now, not in each tab
     except click.UsageError as exc:
         raise ReachError(f"serve: {exc.format_message()}") from None
-    prepare(**task_fields_of(params))
+    with opened:                        # open's context: which options were given, for `prepare`
+        prepare(**task_fields_of(opened.params))
     from reachtui.tui.serve import is_loopback, serve as run_server
 
     if not is_loopback(host):

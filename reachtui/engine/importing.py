@@ -84,8 +84,9 @@ def grade_records(records: list[Record], task, fmt: str) -> list[dict[str, Any]]
                  mean_logprob=r.mean_logprob) for r in records]
 
 
-def target_mismatches(parsed: Parsed, task, fmt: str) -> list[str]:
-    """lm-eval rows whose own `target` disagrees with the task's gold: a sign of the wrong --task."""
+def target_mismatches(parsed: Parsed, task, fmt: str, *, task_given: bool = True) -> list[str]:
+    """lm-eval rows whose own `target` disagrees with the task's gold: a sign of the wrong --task, or (no
+    --task: the gold read from the rows' docs) of a doc field that is not the gold."""
     from reachtui.grading import equivalent, extract_answer
 
     if not parsed.targets:
@@ -105,8 +106,10 @@ def target_mismatches(parsed: Parsed, task, fmt: str) -> list[str]:
         return []
     line, qid, text, g = bad[0]
     short = text if len(text) <= 40 else text[:37] + "..."
+    ask = "is --task the right file?" if task_given else \
+        "the gold was read from the rows' docs: is that the answer field? (--answer-field names another)"
     return [f"{len(bad)} of {len(parsed.targets)} lm-eval targets differ from task {task.name}'s gold "
-            f"(first: line {line}, question {qid}: target {short!r}, gold {g!r}); is --task the right file?"]
+            f"(first: line {line}, question {qid}: target {short!r}, gold {g!r}); {ask}"]
 
 
 def write_run(store, task, protocol, graded_rows: list[dict[str, Any]], *, model_name: str, note: str,
@@ -170,7 +173,7 @@ def import_file(path: str | Path, task_spec: str | None, *, fmt: str | None = No
     protocol = build_protocol(protocol_path, answer_format, task, budgets, rule)
     check_gold(task, protocol.answer_format, protocol.choices)
     rows = grade_records(parsed.records, task, protocol.answer_format)
-    notes = list(parsed.notes) + target_mismatches(parsed, task, protocol.answer_format)
+    notes = list(parsed.notes) + target_mismatches(parsed, task, protocol.answer_format, task_given=bool(task_spec))
     has_realized = any(r.probe == registry.REALIZED.name for r in parsed.records)
     if not has_realized:
         notes.append("the file has no realized attempts: realized (and the failure sets) are unknown")

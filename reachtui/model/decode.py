@@ -39,6 +39,16 @@ def eos_ids(model, tokenizer) -> set[int]:
     return ids
 
 
+def pad_id(model, tokenizer) -> int:
+    """The id a batch's shorter prompts are padded with: the tokenizer's pad token, else its first end of
+    sequence id, else 0 (masked out, but still looked up in the embedding: `load.check_vocabulary` checks it)."""
+    pad = getattr(tokenizer, "pad_token_id", None)
+    if pad is None:
+        eos = eos_ids(model, tokenizer)
+        pad = min(eos) if eos else 0
+    return int(pad)
+
+
 class _ToHost:
     """A step's chosen tokens and log-probs on their way to the host: one asynchronous copy into pinned
     memory on a GPU (waited for only when the host reads them), the tensors themselves on a CPU."""

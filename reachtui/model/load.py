@@ -8,7 +8,9 @@ Nothing is downloaded unless `allow_download`; `trust_remote_code` is off unless
 safe default. A checkpoint that does not hold every weight the config asks for (a `num_hidden_layers` above
 the layers in the weights, a missing tensor: transformers fills them with random values) or holds weights
 the model has no place for is refused unless `allow_missing_weights`; what was loaded is said in
-`LoadedModel.load_report`, which a run keeps. A tokenizer with more tokens than the model embeds is refused.
+`LoadedModel.load_report`, which a run keeps (a weight whose shape differs from the config's is named with
+both shapes). A tokenizer giving ids the model has no embedding row for (its vocabulary, added and special
+tokens, the padding id) is refused when the model loads, before any run exists.
 """
 
 from __future__ import annotations
@@ -266,22 +268,38 @@ def check_weights(path: Path, spec: str, allow_pickle: bool = False) -> None:
 _LAYER_KEY = re.compile(r"\.layers\.(\d+)\.")
 
 
+def safetensors_header(file: Path) -> dict[str, dict]:
+    """The tensors a safetensors file holds, {name: {"dtype", "shape", "data_offsets"}}, read from its header
+    only (8 bytes of length, then JSON): no torch, no weights read. ValueError saying what is wrong when it is
+    not a safetensors file or is cut short (a tensor's bytes past its end); OSError when it cannot be read."""
+    with open(file, "rb") as fh:
+        size = int.from_bytes(fh.read(8), "little")
+        if not 0 < size <= 100 << 20:
+            raise ValueError("not a safetensors file (no header)")
+        try:
+            header = json.loads(fh.read(size))
+        except (ValueError, RecursionError):
+            raise ValueError("not a safetensors file (its header is not JSON)") from None
+    if not isinstance(header, dict):
+        raise ValueError("not a safetensors file (its header is not a JSON object)")
+    tensors = {k: v for k, v in header.items() if k != "__metadata__"}
+    ends = [v.get("data_offsets", [0, 0])[-1] for v in tensors.values() if isinstance(v, dict)]
+    if len(ends) != len(tensors) or not all(isinstance(e, int) for e in ends):
+        raise ValueError("not a safetensors file (a tensor without data offsets)")
+    if 8 + size + max(ends, default=0) > Path(file).stat().st_size:
+        raise ValueError("cut short: its tensors' bytes end past the end of the file")
+    return tensors
+
+
 def safetensors_names(path: Path) -> list[str]:
-    """The tensor names in a model directory's safetensors files, read from their headers only (8 bytes of
-    length, then JSON): no torch, no weights read. Empty when there are none or one cannot be read."""
+    """The tensor names in a model directory's safetensors files (`safetensors_header`). Empty when there are
+    none or one cannot be read."""
     names: list[str] = []
     for file in sorted(Path(path).glob(SAFE_WEIGHTS)):
         try:
-            with open(file, "rb") as fh:
-                size = int.from_bytes(fh.read(8), "little")
-                if not 0 < size <= 100 << 20:
-                    return []
-                header = json.loads(fh.read(size))
-        except (OSError, ValueError, RecursionError):
+            names += list(safetensors_header(file))
+        except (OSError, ValueError):
             return []
-        if not isinstance(header, dict):
-            return []
-        names += [k for k in header if k != "__metadata__"]
     return names
 
 
@@ -398,6 +416,8 @@ def quiet_transformers() -> None:
 
     tlogging.set_verbosity_error()
     tlogging.disable_progress_bar()
+    # peft asks every model it wraps for this deprecated property: a warning the user can do nothing about
+    warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
     logging.getLogger("accelerate").setLevel(logging.ERROR)   # "Some parameters are on the meta device ..."
     try:
         from huggingface_hub.utils import disable_progress_bars
@@ -539,8 +559,8 @@ def describe_loading(info: dict) -> tuple[str, int]:
     missing (randomly initialised), unexpected (in the checkpoint, no place in the model), mismatched."""
     parts, bad = [], 0
     for key, word in (("missing_keys", "missing (randomly initialised)"), ("unexpected_keys", "unexpected"),
-                      ("mismatched_keys", "of another shape")):
-        names = sorted(str(k[0] if isinstance(k, tuple) else k) for k in (info.get(key) or ()))
+                      ("mismatched_keys", "of another shape (randomly initialised)")):
+        names = sorted(_loading_name(k) for k in (info.get(key) or ()))
         if names:
             bad += len(names)
             more = f", +{len(names) - 3} more" if len(names) > 3 else ""
@@ -548,18 +568,39 @@ def describe_loading(info: dict) -> tuple[str, int]:
     return ("; ".join(parts) if parts else "every weight loaded from the checkpoint"), bad
 
 
+def _loading_name(key) -> str:
+    """A weight of from_pretrained's loading info: its name, and for one of another shape ((name, checkpoint
+    shape, model shape)) both shapes."""
+    if isinstance(key, tuple) and len(key) == 3:
+        return f"{key[0]} ([{', '.join(map(str, key[1]))}] in the checkpoint, [{', '.join(map(str, key[2]))}] " \
+               f"by the config)"
+    return str(key[0] if isinstance(key, tuple) else key)
+
+
 def check_vocabulary(spec: str, model, tokenizer) -> None:
-    """A tokenizer whose ids reach past the model's embedding table is refused before anything runs (an
-    IndexError mid-run otherwise)."""
+    """Every token id the model may be given has an embedding row: the tokenizer's ids (its vocabulary with
+    the added and special tokens: an id is not a count, a vocabulary may skip ids) and the padding id the
+    runner uses (`decode.pad_id`). Refused at load, before any run exists (an IndexError mid-run otherwise)."""
+    from reachtui.model.decode import pad_id
+
     try:
         rows = int(model.get_input_embeddings().weight.shape[0])
     except Exception:  # noqa: BLE001 - a model without the accessor: nothing to compare
         return
-    tokens = len(tokenizer)
-    if tokens > rows:
-        raise ReachError(f"model {spec!r}: its tokenizer has {tokens} tokens but the model embeds only {rows}: "
-                         f"token ids {rows}-{tokens - 1} have no embedding (the tokenizer and the weights do not "
-                         f"belong together)")
+    ids = {**tokenizer.get_vocab(), **{t: i for t, i in zip(tokenizer.all_special_tokens,
+                                                                tokenizer.all_special_ids) if i is not None}}
+    token, top = max(ids.items(), key=lambda kv: kv[1], default=(None, -1))
+    if top >= rows:
+        beyond = sum(1 for i in ids.values() if i >= rows)
+        raise ReachError(f"model {spec!r}: {beyond} token(s) of its tokenizer have an id past the model's embedding "
+                         f"rows (ids 0-{rows - 1}; {token!r} is id {top}): the tokenizer and the weights do not "
+                         f"belong together")
+    pad = pad_id(model, tokenizer)
+    if pad >= rows:
+        raise ReachError(f"model {spec!r}: its padding id {pad} (the tokenizer has no pad token, so the first end "
+                         f"of sequence id is used) has no embedding (the model embeds ids 0-{rows - 1}): set "
+                         f"pad_token in tokenizer_config.json or eos_token_id in config.json to a token of the "
+                         f"vocabulary")
 
 
 def load_model(
@@ -623,7 +664,7 @@ def load_model(
             placement.update(device_map=dmap, offload_folder=offload_folder, max_memory=max_memory)
         model, info = AutoModelForCausalLM.from_pretrained(
             str(path), dtype=torch_dtype, trust_remote_code=trust_remote_code, local_files_only=True,
-            output_loading_info=True, **placement,
+            output_loading_info=True, ignore_mismatched_sizes=True, **placement,   # reported below, by name
         )
     except Exception as exc:  # noqa: BLE001
         msg = first_line(exc)
@@ -632,13 +673,16 @@ def load_model(
         raise ReachError(f"cannot load model {spec!r} from {path}: {msg}") from exc
     report, bad = describe_loading(info)
     if bad and not allow_missing_weights:
-        raise ReachError(f"model {spec!r} does not match its checkpoint: {report} (a config whose "
-                         f"num_hidden_layers exceeds the layers in the weights does this); pass "
+        hint = "its config.json does not describe these weights (vocab_size, hidden_size, ...)" \
+            if info.get("mismatched_keys") else "a config whose num_hidden_layers exceeds the layers in the weights " \
+                                                "does this"
+        raise ReachError(f"model {spec!r} does not match its checkpoint: {report} ({hint}); pass "
                          f"--allow-missing-weights to audit it anyway")
+    adapter_note = ""
     if adapter is not None:
         from reachtui.model.adapter import merge_adapter
 
-        model = merge_adapter(model, adapter)
+        model, adapter_note = merge_adapter(model, adapter, allow_missing_weights)
     tokenizer = _tokenizer(spec, tokenizer_dir(path, adapter), trust_remote_code)
     check_vocabulary(spec, model, tokenizer)
     placed = None
@@ -658,7 +702,8 @@ def load_model(
     if bad:
         report = f"loaded with --allow-missing-weights: {report}"
     if adapter is not None:     # the run records the adapter, its base and where the base came from
-        report = f"{adapter.kind} adapter {adapter.path} merged into its base {adapter.base} ({path}); {report}"
+        let = f" with --allow-missing-weights ({adapter_note})" if adapter_note else ""
+        report = f"{adapter.kind} adapter {adapter.path} merged into its base {adapter.base} ({path}){let}; {report}"
         path = adapter.path
     return LoadedModel(name=name, path=path, model=model, tokenizer=tokenizer, device=dev, dtype=dt, arch=arch,
                        device_map=placed, load_report=report)

@@ -25,7 +25,7 @@ from reachtui.errors import EnvironmentFault, ReachError
 from reachtui.model import mixed as mixed_batch
 from reachtui.model import routing
 from reachtui.model.prefix import PrefixStore, Recording, padded
-from reachtui.model.decode import decode, eos_ids
+from reachtui.model.decode import decode, eos_ids, pad_id
 from reachtui.model.memory import is_oom, keep_freed_memory
 from reachtui.model.steppers import FullStepper, GrowingStepper
 from reachtui.model.stops import suspect_table
@@ -55,10 +55,7 @@ class Runner:
 
         self.device = input_device(self.model)
         self.eos_ids = eos_ids(self.model, self.tokenizer)
-        pad = getattr(self.tokenizer, "pad_token_id", None)
-        if pad is None:
-            pad = min(self.eos_ids) if self.eos_ids else 0
-        self.pad_id = int(pad)
+        self.pad_id = pad_id(self.model, self.tokenizer)
         self.batch_size_hint: int | None = None   # set when an out-of-memory error halved the batch
         from reachtui.model.load import position_limit
 

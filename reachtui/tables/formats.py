@@ -9,9 +9,10 @@ Column kinds decide how a value is written:
     pvalue            full precision in data formats, 3 significant digits for people
     bool              true/false in json, 1/0 in csv/tsv, "yes"/"no" for people
     interval          a folded interval cell for people ("[75.1, 85.0]"), numbers in text
-A missing value (None or NaN: `reachtui.stats.is_missing`) is empty in csv/tsv, null in json/ndjson and parquet,
-"–" for people (md, LaTeX, the terminal), and <NA> in pandas (NaN in its float columns: `table.PANDAS_DTYPES`);
-an integer column's values are integers in every format.
+A missing value (None or NaN: `reachtui.stats.is_missing`) is empty in csv/tsv (as an empty text is: csv has
+no null), null in json/ndjson and parquet, "–" for people (md, LaTeX, the terminal), and <NA> in pandas (NaN in
+its float columns: `table.PANDAS_DTYPES`); an integer column's values are integers in every format. An infinite
+float is inf/-inf in csv/tsv and parquet, null in json (which has no infinity: a note says so).
 
 `render`/`render_many` give text in a format; `fold_intervals` turns each interval `X_lo`, `X_hi` into
 one column for people ("X CI": "[75.1, 85.0]", or "X": "80.3 [75.1, 85.0]" with the value); `percent`
@@ -31,6 +32,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 from dataclasses import replace
 from typing import Any, Iterable
@@ -115,19 +117,39 @@ def neutral_cell(v: Any) -> Any:
 _FORMULA_FIRST = frozenset(FORMULA_STARTS)
 
 
-def _neutral_rows(rows: Iterable[tuple]) -> Iterable[tuple]:
-    """The rows with `neutral_cell` applied where some cell starts like a formula (a plain loop: the attempts
-    export passes a million rows through here)."""
+class _CarriageReturnRows:
+    """Writes a row holding a lone carriage return: Python's csv writer quotes a cell only for the characters
+    of its line terminator, so with "\n" a CR went out bare and a reader split the row there. This writer's
+    terminator is "\r\n" (both quoted), given back as "\n", the terminator of every other row."""
+
+    def __init__(self, buf: io.StringIO, delimiter: str) -> None:
+        self.buf = buf
+        self.writer = csv.writer(self, delimiter=delimiter, lineterminator="\r\n")
+
+    def write(self, line: str) -> None:      # csv calls it once per row, with the whole line
+        self.buf.write(line[:-2] + "\n")
+
+
+def _safe_rows(rows: Iterable[tuple], formulas: bool, cr: _CarriageReturnRows) -> Iterable[tuple]:
+    """The rows with `neutral_cell` applied where some cell starts like a formula (unless `formulas`); a row
+    with a carriage return in a cell is written by `cr` here, in its place, and not yielded (a plain loop: the
+    attempts export passes a million rows through here)."""
     for row in rows:
         for v in row:
-            if type(v) is str and v[:1] in _FORMULA_FIRST:
-                row = tuple(neutral_cell(x) for x in row)
+            if type(v) is str and (v[:1] in _FORMULA_FIRST or "\r" in v):
+                if not formulas:
+                    row = tuple(neutral_cell(x) for x in row)
+                if any(type(x) is str and "\r" in x for x in row):
+                    cr.writer.writerow(row)
+                    row = None
                 break
-        yield row
+        if row is not None:
+            yield row
 
 
 def to_csv(table: Table, *, delimiter: str = ",", headers: bool = True, formulas: bool = False) -> str:
-    """csv (or tsv with `delimiter`); `formulas`: write cells that start like a formula as they are."""
+    """csv (or tsv with `delimiter`); `formulas`: write cells that start like a formula as they are. Every
+    cell reads back as written: one holding the delimiter, a quote, a newline or a carriage return is quoted."""
     buf = io.StringIO()
     w = csv.writer(buf, delimiter=delimiter, lineterminator="\n")
     if headers:
@@ -136,7 +158,8 @@ def to_csv(table: Table, *, delimiter: str = ",", headers: bool = True, formulas
     if not table.plain:   # plain: nothing to convert (None is written empty, a bool column's 0/1 as they are)
         kinds = [c.kind for c in table.columns]
         rows = ([_csv_value(v, k) for v, k in zip(row, kinds)] for row in rows)
-    w.writerows(rows if formulas else _neutral_rows(rows))
+    # writerows takes one row at a time from the generator, so a row `_safe_rows` writes itself lands in order
+    w.writerows(_safe_rows(rows, formulas, _CarriageReturnRows(buf, delimiter)))
     return buf.getvalue()
 
 
@@ -146,14 +169,44 @@ def to_records(table: Table) -> list[dict[str, Any]]:
     return [{n: _data_value(v, k) for n, v, k in zip(names, row, kinds)} for row in table.rows]
 
 
+def json_records(table: Table) -> list[dict[str, Any]]:
+    """`to_records` for JSON, which has no infinity: an infinite float (a store written by an older version
+    holds an infinite mean_logprob) is null, as NaN is (`nonfinite_note` says so beside the file)."""
+    records = to_records(table)
+    floats = [c.name for c in table.columns if c.kind in ("float", "frac", "pvalue")]
+    for r in records:
+        for name in floats:
+            v = r[name]
+            if isinstance(v, float) and math.isinf(v):
+                r[name] = None
+    return records
+
+
+def nonfinite_note(table: Table) -> str | None:
+    """The note a JSON export carries when `json_records` wrote infinite values as null, else None."""
+    idx = [i for i, c in enumerate(table.columns) if c.kind in ("float", "frac", "pvalue")]
+    counts: dict[str, int] = {}
+    for row in table.rows:
+        for i in idx:
+            v = row[i]
+            if isinstance(v, float) and math.isinf(v):
+                name = table.columns[i].name
+                counts[name] = counts.get(name, 0) + 1
+    if not counts:
+        return None
+    what = ", ".join(f"{n} {name}" for name, n in counts.items())
+    return f"JSON has no infinity: {what} value(s) that are infinite are written as null (csv, tsv and parquet " \
+           f"keep them)"
+
+
 def to_json(table: Table) -> str:
-    # A JSON array of objects, as `sqlite-utils rows` writes; strict JSON (NaN becomes null).
-    return json.dumps(to_records(table), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    # A JSON array of objects, as `sqlite-utils rows` writes; strict JSON (NaN and infinity become null).
+    return json.dumps(json_records(table), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def to_ndjson(table: Table) -> str:
     return "".join(
-        json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n" for r in to_records(table)
+        json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n" for r in json_records(table)
     )
 
 
@@ -426,12 +479,12 @@ def render_many(tables: Iterable[Table], fmt: str, **style) -> str:
     if len(tables) == 1:
         return render(tables[0], fmt, **style)
     if fmt == "json":
-        obj = {t.name: to_records(t) for t in tables}
+        obj = {t.name: json_records(t) for t in tables}
         return json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     if fmt == "ndjson":
         return "".join(
             json.dumps({"table": t.name, **r}, ensure_ascii=False, allow_nan=False) + "\n"
             for t in tables
-            for r in to_records(t)
+            for r in json_records(t)
         )
     return "\n".join(render(t, fmt, **style) for t in tables)

@@ -24,6 +24,7 @@ class TableSpec:
     build: Callable[..., Table]  # (store, run_ids, *, allow_unmatched, bootstrap, seed) -> Table
     help: str                   # one line, for people
     pair: bool = False          # takes two runs (A, then B); else one or more
+    bootstrap: bool = False     # has bootstrap intervals (--bootstrap, --bootstrap-seed act on it)
     app_formats: tuple[str, ...] = ()   # the formats the app's palette exports the open run's table in
 
 
@@ -36,7 +37,7 @@ TABLE_SPECS: tuple[TableSpec, ...] = (
     TableSpec("summary", lambda store, runs, bootstrap, seed, **_: summary_table(store, runs, bootstrap=bootstrap,
                                                                                  seed=seed),
               "one row per probe: realized vs reachable, chance control, 95% intervals",
-              app_formats=("csv", "md", "latex")),
+              bootstrap=True, app_formats=("csv", "md", "latex")),
     TableSpec("questions", lambda store, runs, **_: questions_table(store, runs),
               "one row per question: realized, and per probe reachable and its first hit",
               app_formats=("csv", "json", "md", "latex")),
@@ -49,7 +50,8 @@ TABLE_SPECS: tuple[TableSpec, ...] = (
     TableSpec("mlp-scan", lambda store, runs, **_: mlp_scan_table(store, runs),
               "the MLP scan: repair and break rates per silenced layer", app_formats=("csv", "md", "latex")),
     TableSpec("compare", lambda store, runs, **kw: _compare(store, runs, **kw).table,
-              "two runs: realized and reachable in each per probe, Δ, transitions, McNemar p", pair=True),
+              "two runs: realized and reachable in each per probe, Δ, transitions, McNemar p", pair=True,
+              bootstrap=True),
     TableSpec("compare-questions", lambda store, runs, **kw: _compare(store, runs, **kw).questions_table(),
               "one row per question of two runs: realized in each, reach categories", pair=True),
 )

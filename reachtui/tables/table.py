@@ -127,6 +127,9 @@ def select(
     """
     names = table.column_names
     if columns:
+        twice = [c for i, c in enumerate(columns) if c in columns[:i]]
+        if twice:      # a record (json, a DataFrame) holds a name once: the second would vanish
+            raise ReachError(f"column {twice[0]!r} is asked for twice; name each column once")
         unknown = [c for c in columns if c not in names]
         if unknown:
             raise ReachError(
