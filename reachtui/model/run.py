@@ -22,6 +22,7 @@ import threading
 import torch
 
 from reachtui.errors import EnvironmentFault, ReachError
+from reachtui.model import lens
 from reachtui.model import mixed as mixed_batch
 from reachtui.model import routing
 from reachtui.model.prefix import PrefixStore, Recording, padded
@@ -29,7 +30,7 @@ from reachtui.model.decode import decode, eos_ids
 from reachtui.model.memory import is_oom, keep_freed_memory
 from reachtui.model.steppers import FullStepper, GrowingStepper
 from reachtui.model.stops import suspect_table
-from reachtui.generation import Decoding, Generation
+from reachtui.generation import Decoding, Generation, LensRow, Traced
 from reachtui.intervention import Intervention
 from reachtui.routes import Route, identity, validate_route
 
@@ -93,6 +94,7 @@ class Runner:
         #: decoding so far (benchmarks read it): eager steps, CUDA graphs captured, graph replays, steps of the
         #: decoding loop and the host's seconds reading their tokens (`host_s`) and waiting for them (`wait_s`)
         self.stats = {"eager": 0, "captures": 0, "replays": 0, "steps": 0, "host_s": 0.0, "wait_s": 0.0}
+        self.traces = lens.Traces()             # the last traced generations (`inspect`), for ranks and lens
 
     # ------------------------------------------------------------------ public
 
@@ -478,13 +480,35 @@ class Runner:
             [(_, [gen])] = list(self._generate_batch([ids], [iv], [[seed]], decoding, record=record, force=force))
         return gen, torch.cat(record, dim=0)
 
+    # ------------------------------------------------- one generation read token by token (`lens.py`)
+
+    def inspect(self, prompt: str, intervention: Intervention | None = None, *, decoding: Decoding = Decoding(),
+                seed: int = 0, top: int = 5) -> Traced:
+        """`prompt` under `intervention` as `generate` decodes it, with every step's logits and the residual
+        stream after every route position kept (`Traced.key`), and each step's `top` tokens."""
+        return lens.inspect(self, prompt, intervention, decoding, seed, top)
+
+    def ranks(self, key: int, step: int, ids) -> list[tuple[int, float]]:
+        return lens.ranks(self, key, step, ids)
+
+    def lens(self, key: int, step: int, ids) -> list[LensRow]:
+        return lens.lens(self, key, step, ids)
+
+    def continuation(self, prompt: str, text: str) -> list[int]:
+        return lens.continuation(self, prompt, text)
+
+    def token_texts(self, ids) -> list[str]:
+        return lens.token_texts(self, ids)
+
     # ------------------------------------------------------------------ internals
 
     def _generate_batch(self, ids: list[list[int]], plans: list[Intervention], seeds: list[list[int]], dec: Decoding,
-                        *, ids_of: list[int] | None = None, record: list | None = None, force: bool = False):
+                        *, ids_of: list[int] | None = None, record: list | None = None, force: bool = False,
+                        watch=None):
         """One decode batch (rows sorted by length) under each plan (route, silenced) in turn; yields
         (plan id, generations). The prompts' unique token sequences are prefilled once per plan, in
-        sub-batches, from a shared identity prefill where the plan starts like the identity."""
+        sub-batches, from a shared identity prefill where the plan starts like the identity. `watch`: a
+        `lens.ResidualTap` on every route position (a traced call of one plan)."""
         ids_of = ids_of if ids_of is not None else list(range(len(plans)))
         uniq: dict[tuple, int] = {}
         row_of = [uniq.setdefault(tuple(x), len(uniq)) for x in ids]
@@ -512,8 +536,8 @@ class Runner:
         for pid, iv, row_seeds, d in zip(ids_of, plans, seeds, depths):
             route, silenced = iv.route, iv.silenced
             d = min(d, share)
-            with routing.installed(self.arch, route.layers, silenced, force=force, tap=tap if d else None), \
-                    torch.inference_mode():
+            with routing.installed(self.arch, route.layers, silenced, force=force, tap=tap if d else None,
+                                   watch=watch), torch.inference_mode():
                 cache, attention, logits = self._prefill(groups, inputs, width, dec, tap if d else None,
                                                          records, d, full=full)
                 if len(unique) < len(ids):   # identical prompts: one prefill, copied to every row

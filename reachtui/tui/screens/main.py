@@ -20,6 +20,7 @@ from reachtui.tui.state import Counters, Filter, QRow, apply_filter, counters
 from reachtui.tui.widgets.layer_strip import LayerStrip
 from reachtui.tui.widgets.panes import DetailPane, LivePane, RunHeader
 from reachtui.tui.widgets.question_table import QuestionTable, header_text
+from reachtui.tui.widgets.trace_pane import TracePane
 
 _ABSENT = object()   # a question without the metadata key a filter asks for
 
@@ -39,6 +40,7 @@ class MainScreen(Screen):
         self.counters: Counters | None = None
         self.intervention: LayerEditor | None = None
         self.detail_timer = None
+        self.lens_order: dict[str, dict[str, int]] = {}   # probe -> qid -> place (the failure set sorted by the lens)
 
     def compose(self) -> ComposeResult:
         yield RunHeader(id="header")
@@ -49,6 +51,7 @@ class MainScreen(Screen):
             with Vertical(id="right"):
                 yield DetailPane(id="detail")
                 yield LivePane(id="live")
+                yield TracePane(id="trace")
         yield LayerStrip(id="layers")
         yield Input(placeholder="search questions and outputs (FTS) — enter to filter, escape to clear",
                     id="search")
@@ -57,6 +60,7 @@ class MainScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one("#search", Input).display = False
+        self.query_one(TracePane).display = False
         self.query_one(QuestionTable).focus()
         self.app.main_ready()
 
@@ -81,6 +85,7 @@ class MainScreen(Screen):
 
     def reset_view(self) -> None:
         self.members.clear()
+        self.lens_order.clear()
         self.filter = Filter()
         self.found = None
 
@@ -103,7 +108,11 @@ class MainScreen(Screen):
                        if meta.get(self.filter.probe, _ABSENT) == self.filter.value}
         else:
             members = self.members_of(self.filter.probe) if self.filter.kind == "failure" else None
-        return apply_filter(self.app.all_rows, run.probes, self.filter, members=members, found=self.found)
+        rows = apply_filter(self.app.all_rows, run.probes, self.filter, members=members, found=self.found)
+        order = self.lens_order.get(self.filter.probe) if self.filter.kind == "failure" else None
+        if order:           # L: the failure set sorted by the logit lens
+            rows = sorted(rows, key=lambda r: order.get(r.qid, len(order)))
+        return rows
 
     def apply_view(self) -> None:
         run = self.app.run_info
@@ -126,6 +135,8 @@ class MainScreen(Screen):
         status = f"filter: {label} — {shown} of {total} questions{note}"
         if self.found is not None:
             status += "  (escape clears the search)"
+        if self.filter.kind == "failure" and self.filter.probe in self.lens_order:
+            status += "  · sorted by the logit lens (L)"
         if app.last_export is not None:
             status += f"  │ exported → {app.last_export}"
         self.query_one("#status", Static).update(status)
@@ -149,6 +160,12 @@ class MainScreen(Screen):
 
     def live_failed(self, line: str) -> None:
         self.query_one(LivePane).clear(line)
+
+    def show_trace(self, trace) -> None:
+        self.query_one(TracePane).show(trace, self.query_one(LayerStrip).position)
+
+    def trace_failed(self, line: str) -> None:
+        self.query_one(TracePane).clear(line)
 
     def show_applied(self, info: dict[str, Any]) -> None:
         self.query_one(LivePane).applied(info)
@@ -272,6 +289,8 @@ class MainScreen(Screen):
             detail.show(None, None, [])
             return
         detail.show(data.question(row.key), data.default_attempt(run.id, row.key), data.hits(run, row.key))
+        if self.tracing:
+            self.request_trace()
 
     def current_row(self) -> QRow | None:
         t = self.table
@@ -280,8 +299,11 @@ class MainScreen(Screen):
     # ---- the layer strip --------------------------------------------------------------------------
 
     def set_intervention(self, iv: LayerEditor) -> None:
+        changed = iv != self.intervention
         self.intervention = iv
         self.query_one(LayerStrip).intervention = iv
+        if changed and self.tracing:        # silencing a block shows on the lens at once
+            self.request_trace()
 
     def _need_layers(self) -> bool:
         if self.intervention is None:
@@ -294,6 +316,8 @@ class MainScreen(Screen):
         if self._need_layers():
             strip = self.query_one(LayerStrip)
             strip.position = strip.position + step
+            if self.tracing and self.app.last_trace is not None:      # the lens strip follows the cursor
+                self.show_trace(self.app.last_trace)
 
     def edit_layer(self, op: str, layer: int | None = None) -> None:
         if not self._need_layers():
@@ -339,6 +363,51 @@ class MainScreen(Screen):
         wait = " … (waits for the model between audit batches)" if self.app.audit_running else " …"
         self.query_one(LivePane).busy(f"running {row.qid} under {what}{wait}")
         self.app.start_live_run(run, data.question(row.key), data.default_attempt(run.id, row.key), self.intervention)
+        if self.tracing:
+            self.request_trace()
+
+    # ---- the trace pane ---------------------------------------------------------------------------
+
+    @property
+    def tracing(self) -> bool:
+        """The trace pane is shown (in place of the detail and the live result)."""
+        return self.query_one(TracePane).display
+
+    def action_toggle_trace(self) -> None:
+        on = not self.tracing
+        self.query_one(TracePane).display = on
+        self.query_one(DetailPane).display = not on
+        self.query_one(LivePane).display = not on
+        if on:
+            self.request_trace()
+
+    def request_trace(self, position: int | None = None) -> None:
+        """Trace the selected question under the edited layers (the app's worker; a newer request wins)."""
+        row, data, run = self.current_row(), self.app.data, self.app.run_info
+        if row is None or data is None or run is None:
+            self.query_one(TracePane).clear("trace: no question selected")
+            return
+        what = self.intervention.describe() if self.intervention else "default"
+        self.query_one(TracePane).busy(f"tracing {row.qid} under {what} …")
+        self.app.start_trace(data.question(row.key), self.intervention, position)
+
+    def action_trace_move(self, step: int) -> None:
+        trace, row = self.app.last_trace, self.current_row()
+        if not self.tracing or trace is None or row is None or trace.qid != row.qid:
+            return
+        if any(w.group == "trace" and w.is_running for w in self.app.workers):
+            return          # a trace is on its way: move on that one
+        position = max(0, min(trace.position + step, trace.longest - 1))
+        if position != trace.position:
+            self.app.move_trace(position)
+
+    def sort_by_lens(self, probe: str, rows: list[dict[str, Any]]) -> None:
+        """Order failure set `probe` by the logit lens over its members (`reachtui.tables.lens.lens_order`)."""
+        from reachtui.tables.lens import lens_order
+
+        self.lens_order[probe] = {qid: i for i, qid in enumerate(lens_order(rows))}
+        if self.filter.kind == "failure" and self.filter.probe == probe:
+            self.apply_view()
 
     def apply_probe(self) -> str | None:
         """The failure set `A` applies to: the one shown, else the one the MLP scan ran on, else the first."""
