@@ -24,6 +24,8 @@ _OTHER_SUFFIXES = {".pdf": "reachtui plot", ".png": "reachtui plot", ".svg": "re
                    ".eval": "reachtui export inspect"}
 #: `reachtui export inspect`: not a table, a whole run as an Inspect AI log (reachtui.inspect_export).
 INSPECT = "inspect"
+#: `reachtui export lens`: a table computed with the run's model (reachtui.engine.trace), not read from the store.
+LENS = "lens"
 
 
 def open_store(path: str | None):
@@ -210,8 +212,8 @@ class _TablesHelp(click.Command):
 @click.option("--allow-unmatched", is_flag=True,
               help="compare table only: compare runs whose protocols differ (every row is marked).")
 @click.option("--probe", "probe", default=None, metavar="PROBE",
-              help="inspect only: the probe whose attempts are the log's epochs (default: sample if the run has "
-                   "it, else its first reachability probe).")
+              help="inspect: the probe whose attempts are the log's epochs; lens: the probe whose frozen failure set "
+                   "is traced (default: sample if the run has it, else its first reachability probe).")
 @keep_formulas_option
 @bootstrap_options
 def export(table_name, run_args, runs, store_path, fmt, as_csv, as_tsv, as_json, as_nl, as_table, output, where,
@@ -222,6 +224,8 @@ def export(table_name, run_args, runs, store_path, fmt, as_csv, as_tsv, as_json,
     \b
     {tables}
     inspect: one run as an Inspect AI log (-o FILE.eval; needs reachtui[inspect])
+    lens: per member of failure:PROBE (--probe), where the logit lens ranks the gold's first token best
+          along the route and where it last is in the top-5 (loads the run's model)
 
     Runs are given as RUN arguments or --run.
 
@@ -251,19 +255,39 @@ def export(table_name, run_args, runs, store_path, fmt, as_csv, as_tsv, as_json,
     if name == INSPECT:             # issue 28: not a table, a whole run in Inspect's log format
         _export_inspect(runs, store_path, output, probe)
         return
-    if name not in T.TABLES:
-        raise ReachError(f"unknown table {table_name!r}; choose one of {', '.join(T.TABLES + (INSPECT,))}")
-    if probe is not None:
-        raise ReachError("--probe is for `reachtui export inspect`")
+    if name not in T.TABLES + (LENS,):
+        raise ReachError(f"unknown table {table_name!r}; choose one of {', '.join(T.TABLES + (INSPECT, LENS))}")
+    if probe is not None and name != LENS:
+        raise ReachError("--probe is for `reachtui export inspect` and `reachtui export lens`")
     if output:      # a file that must never be written (the store) is named first, before its suffix
         check_output(output, store_path_of(store_path))
-    spec = T.registry.get(name)
     fmt = pick_format(fmt, output, {"csv": as_csv, "tsv": as_tsv, "json": as_json, "ndjson": as_nl,
                                     "table": as_table})
     if limit is not None and limit < 0:
         raise ReachError("--limit must be 0 or more")
     if limit is not None:
         limit = min(limit, 2**62)       # more rows than any table has (and still an SQLite integer)
+    if name == LENS:
+        table = _lens_table(runs, store_path, probe)
+    else:
+        table = _stored_table(name, runs, store_path, allow_unmatched, bootstrap, bootstrap_seed)
+    chosen = _split_columns(columns, columns_csv)
+    table = select(table, columns=chosen, where=where,
+                     params=dict(params) if params else None, order=order, limit=limit, timeout=where_timeout)
+    style = dict(headers=not no_headers, inline_ci=ci == "inline", caption=caption, label=latex_label,
+                 formulas=keep_formulas)
+    if name == "summary" and fmt == "table" and not chosen:
+        emit(T.summary_views(table), fmt, output, store_path_of(store_path), **style)  # two narrower tables
+        return
+    emit([table], fmt, output, store_path_of(store_path), **style)
+
+
+def _stored_table(name: str, runs: tuple[str, ...], store_path: str | None, allow_unmatched: bool, bootstrap: int,
+                  bootstrap_seed: int):
+    """Table `name` of the runs `runs`, read from the store."""
+    from reachtui import tables as T
+
+    spec = T.registry.get(name)
     store = open_store(store_path)
     try:
         if any(r.strip().lower() == "all" for r in runs):
@@ -276,19 +300,43 @@ def export(table_name, run_args, runs, store_path, fmt, as_csv, as_tsv, as_json,
             run_ids = [store.resolve_run(r) for r in (runs or (None,))]
         if spec.pair and len(run_ids) != 2:
             raise ReachError(f"the {name} table needs two runs: --run A --run B (or use `reachtui compare A B`)")
-        table = T.build_table(store, name, run_ids, allow_unmatched=allow_unmatched, bootstrap=bootstrap,
-                              seed=bootstrap_seed)
+        return T.build_table(store, name, run_ids, allow_unmatched=allow_unmatched, bootstrap=bootstrap,
+                             seed=bootstrap_seed)
     finally:
         store.close()
-    chosen = _split_columns(columns, columns_csv)
-    table = select(table, columns=chosen, where=where,
-                     params=dict(params) if params else None, order=order, limit=limit, timeout=where_timeout)
-    style = dict(headers=not no_headers, inline_ci=ci == "inline", caption=caption, label=latex_label,
-                 formulas=keep_formulas)
-    if name == "summary" and fmt == "table" and not chosen:
-        emit(T.summary_views(table), fmt, output, store_path_of(store_path), **style)  # two narrower tables
-        return
-    emit([table], fmt, output, store_path_of(store_path), **style)
+
+
+def _lens_table(runs: tuple[str, ...], store_path: str | None, probe: str | None):
+    """`export lens`: the logit lens over the members of one run's frozen failure:PROBE, computed with the
+    run's model under the run's protocol (`reachtui.engine.trace.lens_rows`; the store is only read)."""
+    from reachtui.commands.trace import stored_model
+    from reachtui.inspect_export import default_probe
+    from reachtui.tables import run_probes
+
+    if len(runs) > 1:
+        raise ReachError("export lens reads one run: give one RUN")
+    with open_store(store_path) as store:
+        run_id = store.resolve_run(runs[0] if runs else None)
+        row = store.get_run(run_id)
+        protocol = store.run_protocol(row)
+        probe = probe or default_probe(run_probes(store, run_id))
+        fs = store.get_failure_set(run_id, f"failure:{probe}")
+        if fs is None:
+            have = ", ".join(f["name"] for f in store.failure_sets(run_id)) or "none"
+            raise ReachError(f"run {run_id} has no frozen failure set failure:{probe} (its sets: {have})")
+        questions = [store.question(k) for k in store.failure_set_members(fs["id"])]
+    from reachtui.commands.preflight import loadable
+    from reachtui.engine.trace import TOP_K, lens_rows
+    from reachtui.model.run import load_runner
+    from reachtui.tables.lens import lens_table
+
+    from reachtui.commands.options import set_threads
+
+    set_threads(None)           # torch's threads: the free cores (a busy machine slows down with more)
+    model = stored_model(row)
+    loadable(model, protocol.max_new_tokens, allow_download=False, allow_pickle=False, allow_missing_weights=False)
+    rows = lens_rows(load_runner(model), protocol, questions)
+    return lens_table(rows, run_id=run_id, set_name=fs["name"], k=TOP_K)
 
 
 def _export_inspect(runs: tuple[str, ...], store_path: str | None, output: str | None, probe: str | None) -> None:

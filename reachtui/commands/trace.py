@@ -14,7 +14,7 @@ import click
 
 from reachtui.commands import numbers
 from reachtui.commands.options import (deployment_of, deployment_options, model_access_options, placement_options,
-                                       protocol_file_option, store_option, task_option)
+                                       protocol_file_option, set_threads, store_option, task_option, threads_option)
 from reachtui.errors import ReachError
 
 #: Terminal columns of one line of tokens and their bars.
@@ -39,10 +39,11 @@ WIDTH = 100
 @protocol_file_option
 @deployment_options
 @placement_options
+@threads_option("[default: $OMP_NUM_THREADS, else the free cores: the cores less the load average, at least 1]")
 @model_access_options
 def trace(args, task_spec, task_name, task_fields, route_spec, silence, position, as_json, store_path, run_spec,
           protocol_file, chat, system, template, answer_format, stops, fewshot_file, device, dtype, device_map,
-          offload_folder, revision, trust_remote_code, allow_download, allow_pickle, allow_missing_weights):
+          offload_folder, threads, revision, trust_remote_code, allow_download, allow_pickle, allow_missing_weights):
     """Trace QUESTION_ID with MODEL: its default output beside its output under --route/--silence (both
     greedy under the protocol), the first token where they differ, the top-5 next tokens under each there
     with the rank and probability of the gold answer's first token, each output's tokens by probability,
@@ -80,6 +81,7 @@ def trace(args, task_spec, task_name, task_fields, route_spec, silence, position
         protocol, question = _from_task(task_spec or "demo", task_name, task_fields, qid, protocol_file,
                                         deployment_of(locals()), allow_download)
     model = with_revision(model, revision)
+    set_threads(threads)
     loadable(model, protocol.max_new_tokens, allow_download=allow_download, allow_pickle=allow_pickle,
              allow_missing_weights=allow_missing_weights)
 
@@ -115,11 +117,14 @@ def _stored(store_path: str | None, run_spec: str | None, qid: str, model: str |
         if found is None:
             ids = [q["qid"] for q in store.run_questions(run_id)]
             raise ReachError(f"no question {qid!r} in run {run_id} ({_ids(ids)})")
-    if model is None:
-        path = row.get("model_path")
-        model = path if path and Path(path).exists() else row["model"]
     _, text, gold = found
-    return model, protocol, dict(qid=qid, question=text, gold=gold)
+    return model or stored_model(row), protocol, dict(qid=qid, question=text, gold=gold)
+
+
+def stored_model(row: dict) -> str:
+    """The model a stored run was made with: its path where it still exists, else its name (as the app loads it)."""
+    path = row.get("model_path")
+    return path if path and Path(path).exists() else row["model"]
 
 
 def _from_task(task_spec: str, task_name, task_fields, qid: str, protocol_file, deployed: dict, allow_download: bool):
