@@ -41,6 +41,7 @@ class MainScreen(Screen):
         self.intervention: LayerEditor | None = None
         self.detail_timer = None
         self.lens_order: dict[str, dict[str, int]] = {}   # probe -> qid -> place (the failure set sorted by the lens)
+        self.trace_target: int | None = None    # the token `<` / `>` asked for, while a move is on its way
 
     def compose(self) -> ComposeResult:
         yield RunHeader(id="header")
@@ -163,6 +164,9 @@ class MainScreen(Screen):
 
     def show_trace(self, trace) -> None:
         self.query_one(TracePane).show(trace, self.query_one(LayerStrip).position)
+        target, self.trace_target = self.trace_target, None
+        if target is not None and target != trace.position:      # keys pressed while it was on its way
+            self._move_trace_to(target)
 
     def trace_failed(self, line: str) -> None:
         self.query_one(TracePane).clear(line)
@@ -317,7 +321,7 @@ class MainScreen(Screen):
             strip = self.query_one(LayerStrip)
             strip.position = strip.position + step
             if self.tracing and self.app.last_trace is not None:      # the lens strip follows the cursor
-                self.show_trace(self.app.last_trace)
+                self.query_one(TracePane).show(self.app.last_trace, strip.position)
 
     def edit_layer(self, op: str, layer: int | None = None) -> None:
         if not self._need_layers():
@@ -388,6 +392,7 @@ class MainScreen(Screen):
             self.query_one(TracePane).clear("trace: no question selected")
             return
         what = self.intervention.describe() if self.intervention else "default"
+        self.trace_target = None
         self.query_one(TracePane).busy(f"tracing {row.qid} under {what} …")
         self.app.start_trace(data.question(row.key), self.intervention, position)
 
@@ -395,10 +400,16 @@ class MainScreen(Screen):
         trace, row = self.app.last_trace, self.current_row()
         if not self.tracing or trace is None or row is None or trace.qid != row.qid:
             return
+        start = trace.position if self.trace_target is None else self.trace_target
+        self._move_trace_to(max(0, min(start + step, trace.longest - 1)))
+
+    def _move_trace_to(self, position: int) -> None:
+        """Read the trace on screen at token `position`; while a trace or a move is on its way, remember it
+        (`show_trace` moves there once that one arrives)."""
         if any(w.group == "trace" and w.is_running for w in self.app.workers):
-            return          # a trace is on its way: move on that one
-        position = max(0, min(trace.position + step, trace.longest - 1))
-        if position != trace.position:
+            self.trace_target = position
+        elif position != self.app.last_trace.position:
+            self.trace_target = position
             self.app.move_trace(position)
 
     def sort_by_lens(self, probe: str, rows: list[dict[str, Any]]) -> None:
