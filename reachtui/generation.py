@@ -126,9 +126,9 @@ class Runner(Protocol):
 
     # -- reading one generation token by token (the app's trace pane, `reachtui trace`) ---------------
 
-    def inspect(self, prompt: str, intervention: Intervention | None = None, *, decoding: Decoding = Decoding(),
-                seed: int = 0, top: int = 5) -> Traced:
-        """One prompt under one intervention, every step's logits and residual streams kept (`Traced.key`)."""
+    def inspect(self, prompt: str, interventions: Sequence[Intervention | None], *, decoding: Decoding = Decoding(),
+                seed: int = 0, top: int = 5) -> list[Traced]:
+        """One prompt under each intervention, every step's logits and residual streams kept (`Traced.key`)."""
 
     def ranks(self, key: int, step: int, ids: Sequence[int]) -> list[tuple[int, float]]:
         """(rank, probability) of each token id under the model's own logits at `step` of trace `key`."""

@@ -51,7 +51,7 @@ def _logits(model, ids) -> torch.Tensor:
 def test_lens_along_the_route_equals_restacked_models(arch, route):
     lm = tiny(arch)
     r = Runner(lm)
-    t = r.inspect(PROMPT, Intervention(Route(route)), decoding=Decoding(max_new_tokens=5))
+    [t] = r.inspect(PROMPT, [Intervention(Route(route))], decoding=Decoding(max_new_tokens=5))
     assert t.lens_problem is None and t.route == route
     prompt_ids = r.encode(PROMPT)
     vocab = list(range(lm.model.config.vocab_size))
@@ -71,11 +71,34 @@ def test_lens_along_the_route_equals_restacked_models(arch, route):
             torch.testing.assert_close(torch.tensor(row.probs), want, atol=TOL, rtol=0, msg=f"{arch} {route} p={p}")
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_interventions_traced_together_read_as_traced_alone(arch):
+    """Several interventions of one call decode as one mixed batch (plain models) or in turn: the tokens are
+    those of each traced alone, and so are the log-probs and the lens (the same float32 terms, summed in
+    batches of other shapes: within the tolerance above; log-probs, up to ~5 in size, within 1e-4)."""
+    lm = tiny(arch)
+    ivs = [Intervention(), Intervention(Route((0, 1, 1, 2, 3)), frozenset({2})), Intervention(None, frozenset({3}))]
+    r = Runner(lm)
+    together = r.inspect(PROMPT, ivs, decoding=Decoding(max_new_tokens=6))
+    vocab = range(lm.model.config.vocab_size)
+    for iv, t in zip(ivs, together):
+        alone = Runner(lm)
+        [a] = alone.inspect(PROMPT, [iv], decoding=Decoding(max_new_tokens=6))
+        assert t.token_ids == a.token_ids and t.route == a.route and t.pieces == a.pieces
+        assert t.lens_problem is None and a.lens_problem is None
+        torch.testing.assert_close(torch.tensor(t.logprobs), torch.tensor(a.logprobs), atol=1e-4, rtol=0)
+        for step in range(len(t.token_ids)):
+            for got, want in zip(r.lens(t.key, step, vocab), alone.lens(a.key, step, vocab)):
+                assert got.layer == want.layer
+                torch.testing.assert_close(torch.tensor(got.probs), torch.tensor(want.probs), atol=TOL, rtol=0)
+    assert r.inspect(PROMPT, ivs[::-1], decoding=Decoding(max_new_tokens=6)) == together[::-1]     # kept
+
+
 def test_repeated_position_is_the_second_application():
     """Position 2 of 0,1,1,2,3 is layer 1 applied to its own first application's output, not a copy of it."""
     lm = tiny("llama")
     r = Runner(lm)
-    t = r.inspect(PROMPT, Intervention(Route((0, 1, 1, 2, 3))), decoding=Decoding(max_new_tokens=3))
+    [t] = r.inspect(PROMPT, [Intervention(Route((0, 1, 1, 2, 3)))], decoding=Decoding(max_new_tokens=3))
     rows = r.lens(t.key, 0, range(lm.model.config.vocab_size))
     assert rows[1].layer == rows[2].layer == 1
     assert max(abs(a - b) for a, b in zip(rows[1].probs, rows[2].probs)) > 1e-3

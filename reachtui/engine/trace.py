@@ -206,8 +206,14 @@ def gold_token(runner, prompt: str, default: Output, gold: str) -> tuple[int | N
     return int(with_gold[j]), at
 
 
-def _output(runner, name: str, prompt: str, iv: Intervention, protocol, question: dict, top: int) -> Output:
-    traced = runner.inspect(prompt, iv, decoding=greedy(protocol), seed=protocol.seed, top=top)
+def _outputs(runner, prompt: str, ivs: list[Intervention], protocol, question: dict, top: int) -> list[Output]:
+    """The question's outputs under `ivs` (the first is the default), read token by token in one call."""
+    traced = runner.inspect(prompt, ivs, decoding=greedy(protocol), seed=protocol.seed, top=top)
+    return [_output(runner, "default" if iv.is_default else "edited", iv, t, protocol, question)
+            for iv, t in zip(ivs, traced)]
+
+
+def _output(runner, name: str, iv: Intervention, traced: Traced, protocol, question: dict) -> Output:
     g = graded(traced.generation.text, question["gold"], protocol.answer_format)
     return Output(name=name, intervention=iv.describe(runner.num_layers), route=format_route(traced.route),
                   silenced=format_silenced(iv.silenced), text=traced.generation.text, answer=g["answer"],
@@ -227,9 +233,10 @@ def trace_question(runner, protocol, question: dict[str, Any], intervention: Int
     iv = Intervention.of(intervention).normalized(runner.num_layers)
     runner.resolve(iv)                   # a route or a layer that does not fit: one line, before any work
     prompt = protocol.render_prompt(question["question"], runner.tokenizer)
-    default = _output(runner, "default", prompt, Intervention(), protocol, question, top)
     check()
-    edited = None if iv.is_default else _output(runner, "edited", prompt, iv, protocol, question, top)
+    default, *rest = _outputs(runner, prompt, [Intervention()] + ([] if iv.is_default else [iv]), protocol, question,
+                              top)
+    edited = rest[0] if rest else None
     check()
     gold_id, answer_at = gold_token(runner, prompt, default, question["gold"])
     gold = None if gold_id is None else Token(gold_id, runner.token_texts([gold_id])[0], 0.0)
@@ -305,7 +312,7 @@ def lens_row(runner, protocol, question: dict[str, Any], intervention: Intervent
     the gold's first token at the first token of that output's answer, and `lens_summary` there."""
     iv = Intervention.of(intervention).normalized(runner.num_layers)
     prompt = protocol.render_prompt(question["question"], runner.tokenizer)
-    out = _output(runner, "default" if iv.is_default else "edited", prompt, iv, protocol, question, k)
+    [out] = _outputs(runner, prompt, [iv], protocol, question, k)
     gold_id, at = gold_token(runner, prompt, out, question["gold"])
     row = dict(qid=str(question["qid"]), gold=str(question["gold"]), answer=out.answer, correct=out.correct,
                position=at, gold_token=None if gold_id is None else runner.token_texts([gold_id])[0],

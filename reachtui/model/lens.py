@@ -30,8 +30,9 @@ KEEP = 6
 
 
 class ResidualTap:
-    """Wraps each route position's block (`routing.installed(watch=...)`) and keeps, per forward, the stream
-    it hands on at the last token of its one row: `states[p][call]`, a [hidden] tensor on `device`."""
+    """Wraps each route position's block (`routing.installed(watch=...)`, or each step of a mixed batch:
+    `mixed.installed_mixed(watch=...)`) and keeps, per forward, the stream it hands on at the last token of
+    every row: `states[p][call]`, a [rows, hidden] tensor on `device`."""
 
     def __init__(self, positions: int, device=None) -> None:
         self.states: list[list[torch.Tensor]] = [[] for _ in range(positions)]
@@ -41,14 +42,32 @@ class ResidualTap:
         def forward(*args, **kwargs):
             out = inner(*args, **kwargs)
             h = out[0] if isinstance(out, tuple) else out
-            self.states[p].append(h[0, -1].detach().to(self.device or h.device, copy=True))
+            self.states[p].append(h[:, -1].detach().to(self.device or h.device, copy=True))
             return out
 
         return forward
 
     def stacked(self, steps: int) -> torch.Tensor:
-        """[steps, positions, hidden]: the streams of the first `steps` forwards (one per generated token)."""
-        return torch.stack([torch.stack(s[:steps]) for s in self.states], dim=1)
+        """[steps, positions, hidden]: the streams of the first `steps` forwards of a one-row call."""
+        return torch.stack([torch.stack([x[0] for x in s[:steps]]) for s in self.states], dim=1)
+
+
+class PairTap:
+    """The taps of a traced mixed batch (`Runner._generate_mixed`, one row per plan): one on each plan's
+    prefill, one on the batch's steps; plan j's route position p ran at step `slots[j][p]` (`mixed.schedule`)."""
+
+    def __init__(self, plans: list[Intervention], device=None) -> None:
+        from reachtui.model.mixed import schedule
+
+        steps, self.slots = schedule(plans)
+        self.prefills = [ResidualTap(len(iv.route), device) for iv in plans]
+        self.steps = ResidualTap(len(steps), device)
+
+    def stacked(self, j: int, steps: int) -> torch.Tensor:
+        """[steps, positions, hidden] of plan j (batch row j): its prefill's last token, then each step's."""
+        first = torch.stack([s[0][0] for s in self.prefills[j].states])
+        later = [torch.stack([self.steps.states[t][c][j] for t in self.slots[j]]) for c in range(steps - 1)]
+        return torch.stack([first, *later])
 
 
 def _number(value) -> float | None:
@@ -151,38 +170,62 @@ def _head(runner) -> LensHead:
     return head
 
 
-def inspect(runner, prompt: str, intervention, decoding: Decoding, seed: int, top: int) -> Traced:
-    """`Runner.inspect`: the generation as `generate` makes it, read token by token (see the module)."""
-    iv: Intervention = runner.resolve(intervention)
+def inspect(runner, prompt: str, interventions, decoding: Decoding, seed: int, top: int) -> list[Traced]:
+    """`Runner.inspect`: the generations as `generate` makes them, read token by token (see the module). The
+    interventions not traced before decode as one mixed batch where the model allows it (one forward per
+    step for all of them), else one after another."""
+    ivs: list[Intervention] = [runner.resolve(iv) for iv in interventions]
     head = _head(runner)
     with runner.lock:
         ids = runner.encode(prompt)
         if not ids:
             raise ReachError("a prompt encodes to no tokens")
-        call = (tuple(ids), iv, decoding, int(seed), int(top))
-        if call in runner.traces.made:
-            return runner.traces.made[call]
-        runner._check_fits([ids], decoding.max_new_tokens)
+        calls = [(tuple(ids), iv, decoding, int(seed), int(top)) for iv in ivs]
+        todo = list(dict.fromkeys(c for c in calls if c not in runner.traces.made))
+        if todo:
+            runner._check_fits([ids], decoding.max_new_tokens)
         device = head.head.weight.device if head.problem is None and hasattr(head.head, "weight") else None
-        tap = ResidualTap(len(iv.route), device)
-        record: list = []
-        [(_, [gen])] = list(runner._generate_batch([ids], [iv], [[int(seed)]], decoding, record=record, watch=tap))
-        n = len(gen.token_ids)
-        logp = torch.log_softmax(torch.cat(record)[:n].float(), dim=-1)
-        states = tap.stacked(n) if n else None
-        problem = head.problem
-        if problem is None and n:
-            problem = head.check(states[-1, -1], torch.cat(record)[n - 1].float(), runner.arch.model_class)
-        chosen = torch.tensor(gen.token_ids, dtype=torch.long, device=logp.device)
-        logprobs = logp.gather(1, chosen[:, None])[:, 0].tolist() if n else []
-        k = min(int(top), logp.shape[-1])
-        best_p, best_i = logp.topk(k, dim=-1) if n else (torch.empty(0, k), torch.empty(0, k))
+        if len(todo) > 1 and runner.mixing:
+            plans = [c[1] for c in todo]
+            tap, record = PairTap(plans, device), []
+            gens = runner._generate_mixed([[ids] for _ in plans], plans, [[int(seed)] for _ in plans], decoding,
+                                          record=record, watch=tap)
+            for j, (call, [gen]) in enumerate(zip(todo, gens)):
+                n = len(gen.token_ids)
+                logits = torch.stack([step[j] for step in record[:n]]) if n else None
+                _keep(runner, call, gen, logits, tap.stacked(j, n) if n else None, head)
+        else:
+            for call in todo:
+                tap, record = ResidualTap(len(call[1].route), device), []
+                [(_, [gen])] = list(runner._generate_batch([ids], [call[1]], [[int(seed)]], decoding, record=record,
+                                                           watch=tap))
+                n = len(gen.token_ids)
+                _keep(runner, call, gen, torch.cat(record)[:n] if n else None, tap.stacked(n) if n else None, head)
+        return [runner.traces.made[c] for c in calls]
+
+
+def _keep(runner, call: tuple, gen, logits: torch.Tensor | None, states: torch.Tensor | None, head: LensHead) -> None:
+    """Keep one traced generation (`Traces`): its log-probs, top tokens and pieces, and its streams where the
+    lens gives the model's own logits at the route's last position."""
+    iv, top = call[1], call[4]
+    n = len(gen.token_ids)
+    vocab = head.head.out_features if hasattr(head.head, "out_features") else 1
+    logp = torch.log_softmax(logits.float(), dim=-1) if n else torch.zeros((0, vocab))
+    problem = head.problem
+    if problem is None and n:
+        problem = head.check(states[-1, -1], logits[-1].float(), runner.arch.model_class)
+    chosen = torch.tensor(gen.token_ids, dtype=torch.long, device=logp.device)
+    logprobs = logp.gather(1, chosen[:, None])[:, 0].tolist() if n else []
+    k = min(int(top), logp.shape[-1])
+    tops = ()
+    if n:
+        best_p, best_i = logp.topk(k, dim=-1)
         tops = tuple(tuple((int(i), math.exp(float(p))) for i, p in zip(row_i, row_p))
                      for row_i, row_p in zip(best_i.tolist(), best_p.tolist()))
-        rec = _Record(tuple(iv.route.layers), logp, states if problem is None else None)
-        return runner.traces.add(call, rec, lambda key: Traced(
-            generation=gen, route=rec.route, token_ids=tuple(gen.token_ids), pieces=pieces(runner.tokenizer, gen.token_ids),
-            logprobs=tuple(logprobs), top=tops, key=key, lens_problem=problem))
+    rec = _Record(tuple(iv.route.layers), logp, states if problem is None else None)
+    runner.traces.add(call, rec, lambda key: Traced(
+        generation=gen, route=rec.route, token_ids=tuple(gen.token_ids), pieces=pieces(runner.tokenizer, gen.token_ids),
+        logprobs=tuple(logprobs), top=tops, key=key, lens_problem=problem))
 
 
 def _ranked(logp: torch.Tensor, ids: Sequence[int]) -> tuple[list[int], list[float]]:

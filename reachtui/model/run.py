@@ -385,13 +385,13 @@ class Runner:
         return results
 
     def _generate_mixed(self, ids: list[list[list[int]]], plans: list[Intervention], seeds: list[list[int]],
-                        dec: Decoding) -> list[list[Generation]]:
+                        dec: Decoding, record: list | None = None, watch=None) -> list[list[Generation]]:
         """Plan k over its prompts ids[k] (sorted by length), for every k, in one decode batch: each plan's
         prompts are prefilled under its own installation straight into the batch's cache (in sub-batches,
         as `_generate_batch` does; the positions it shares with the identity replayed from each prompt's own
         recording, `reachtui.model.prefix`), then all rows decode together."""
         width = max(len(x) for rows in ids for x in rows)
-        full = self._full(None)
+        full = self._full(record)
 
         def prefill_of(n: int, iv: Intervention):
             rows = ids[n]
@@ -406,28 +406,32 @@ class Runner:
             return groups, inputs, tap, records, depth if recs else 0
 
         return self._mixed_decode(plans, [len(rows) for rows in ids], width, dec, [x for rows in ids for x in rows],
-                                  [s for ss in seeds for s in ss], prefill_of, full)
+                                  [s for ss in seeds for s in ss], prefill_of, full, record, watch)
 
     def _mixed_decode(self, plans: list[Intervention], row_counts: list[int], width: int, dec: Decoding,
-                      flat_ids: list[list[int]], flat_seeds: list[int], prefill_of, full: bool
-                      ) -> list[list[Generation]]:
+                      flat_ids: list[list[int]], flat_seeds: list[int], prefill_of, full: bool,
+                      record: list | None = None, watch=None) -> list[list[Generation]]:
         """One mixed decode batch (`mixed.py`): plan j's `row_counts[j]` rows prefilled under its own
         installation straight into the batch's cache (`prefill_of(j, plan)` gives the prefill's groups,
-        inputs, tap, records and replayed depth), then every row decoded together; per plan its generations."""
+        inputs, tap, records and replayed depth), then every row decoded together; per plan its generations.
+        `record` and `watch` (a `lens.PairTap`: each plan's prefill, then the batch's steps) read a traced
+        call (`lens.inspect_pair`)."""
         mixed = mixed_batch.MixedCache(self.arch, plans, row_counts, self._capacity(width, dec, full), full=full)
         logits, masks = [], []
         with torch.inference_mode():
             for j, iv in enumerate(plans):
                 groups, inputs, tap, records, depth = prefill_of(j, iv)
-                with routing.installed(self.arch, iv.route.layers, iv.silenced, tap=tap):
+                with routing.installed(self.arch, iv.route.layers, iv.silenced, tap=tap,
+                                       watch=None if watch is None else watch.prefills[j]):
                     _, attention, first = self._prefill(groups, inputs, width, dec, tap, records, depth,
                                                         cache=mixed.plan_cache(j))
                 logits.append(first)
                 masks.append(attention)
             mixed.close(width)
-            with mixed_batch.installed_mixed(self.arch, mixed):
+            with mixed_batch.installed_mixed(self.arch, mixed, watch=None if watch is None else watch.steps):
                 gens = self._decode(mixed, torch.cat(masks), torch.cat(logits), flat_ids, flat_seeds, dec,
-                                    [len(iv.route) for iv, n in zip(plans, row_counts) for _ in range(n)], None, full)
+                                    [len(iv.route) for iv, n in zip(plans, row_counts) for _ in range(n)], record,
+                                    full)
         out, at = [], 0
         for n in row_counts:
             out.append(gens[at: at + n])
@@ -482,11 +486,12 @@ class Runner:
 
     # ------------------------------------------------- one generation read token by token (`lens.py`)
 
-    def inspect(self, prompt: str, intervention: Intervention | None = None, *, decoding: Decoding = Decoding(),
-                seed: int = 0, top: int = 5) -> Traced:
-        """`prompt` under `intervention` as `generate` decodes it, with every step's logits and the residual
-        stream after every route position kept (`Traced.key`), and each step's `top` tokens."""
-        return lens.inspect(self, prompt, intervention, decoding, seed, top)
+    def inspect(self, prompt: str, interventions, *, decoding: Decoding = Decoding(), seed: int = 0,
+                top: int = 5) -> list[Traced]:
+        """`prompt` under each intervention as `generate` decodes it, with every step's logits and the residual
+        stream after every route position kept (`Traced.key`), and each step's `top` tokens; several
+        interventions decode as one batch where the model allows it."""
+        return lens.inspect(self, prompt, interventions, decoding, seed, top)
 
     def ranks(self, key: int, step: int, ids) -> list[tuple[int, float]]:
         return lens.ranks(self, key, step, ids)
