@@ -146,7 +146,7 @@ def test_divergence_topk_and_gold_rank_equal_plain_transformers():
     assert t.divergence == d == divergence(t.default.tokens, t.edited.tokens) == 11
     assert t.position == d
     assert (t.default.pieces[d], t.edited.pieces[d]) == ("+", "-")
-    assert t.gold_token.text == "1" and t.answer_position == 23
+    assert t.gold_token.text == "1" and t.gold_position == 23
     for a in t.at:
         probs = torch.softmax(_logits(outputs[a.output], prompt_ids + tokens[a.output][:d]), -1)
         best = probs.topk(5)
@@ -171,7 +171,7 @@ def test_no_edit_reads_the_first_answer_token_and_move_reads_another():
     r = demo_runner()
     t = trace_question(r, Protocol(), demo_question("demo-0026"))
     assert t.edited is None and t.divergence is None
-    assert t.position == t.answer_position == 23 and t.default.pieces[23] == "2"
+    assert t.position == t.gold_position == 23 and t.default.pieces[23] == "2"
     [a] = t.at
     assert [w.label for w in t.watched] == ["default", "gold"]
     assert a.gold_rank == r.ranks(t.default.traced.key, 23, [t.gold_token.id])[0][0]

@@ -91,7 +91,7 @@ def test_trace_prints_the_divergence_the_top_k_and_the_lens():
     assert lines[1].startswith("default  ✗ 28      3*7=21. 21+7=28. #### 28")
     assert "edited   ✓ 14      3*7=21. 21-7=14. #### 14↵" in lines
     assert "divergence at token 11: default '+', edited '-'" in lines
-    assert "gold's first token '1'; the default output's answer starts at token 23" in lines
+    assert "gold token '1': the gold's first token, where the default output leaves it, at token 23" in lines
     assert lines[lines.index("at token 11") + 2].split()[:3] == ["chosen", "'+'", "0.606"]
     for name, route in (("default", "route 0-7"), ("edited", "route 0-7, silence MLP 4")):
         head = lines.index(f"logit lens at token 11, {name} ({route}): rank (probability) after each route position")
@@ -185,8 +185,8 @@ def test_export_lens_tabulates_the_frozen_failure_set(stored, runner):
             assert got["best_rank"] <= got["final_rank"]
             assert got["pushed_out"] == (got["last_topk_position"] is not None
                                          and got["last_topk_position"] < got["positions"] - 1)
-    assert "note: token = the index (from 0) of the default output's token where its answer begins" in err
-    assert f"members: the gold's first token is in the top-5 at some route position" in err
+    assert "note: token = the index (from 0) of the default output's token where it leaves the gold answer" in err
+    assert "members: the gold token is in the top-5 at some route position" in err
     code, out, err = run_main(["export", "lens", str(run_id), "--store", str(path), "--csv", "--columns",
                                "qid,best_rank,last_topk_layer"])
     assert code == 0 and out.splitlines()[0] == "qid,best_rank,last_topk_layer" and len(out.splitlines()) == len(rows) + 1
@@ -199,3 +199,23 @@ def test_export_lens_errors_are_one_line(stored):
         2, "", f"error: run {run_id} has no frozen failure set failure:routes (its sets: failure:sample)\n")
     assert run_main(["export", "summary", "--probe", "sample", "--store", str(path)]) == (
         2, "", "error: --probe is for `reachtui export inspect` and `reachtui export lens`\n")
+
+
+def test_the_readme_walk_through_is_what_trace_prints():
+    """The README's `reachtui trace demo demo-0209 --silence 6` block, line for line: every token, rank and
+    word exact; its probabilities within 2e-3 (3 printed decimals: another CPU's float32 sums may round the
+    last one the other way), or 2% of a small one printed as 4.6e-07."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("$ reachtui trace demo demo-0209 --silence 6\n", 1)[1].split("```", 1)[0].splitlines()
+    code, out, err = run_main(["trace", "demo", "demo-0209", "--silence", "6"])
+    assert code == 0, err
+    number = re.compile(r"\d+\.\d+(?:e-\d+)?")
+    lines = out.splitlines()
+    assert len(lines) == len(block)
+    for got, shown in zip(lines, block):
+        assert number.sub("#", got) == number.sub("#", shown), (got, shown)
+        for a, b in zip(number.findall(got), number.findall(shown)):
+            assert abs(float(a) - float(b)) <= 2e-3 + 0.02 * float(b), (got, shown)

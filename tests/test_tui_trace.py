@@ -77,7 +77,7 @@ async def test_pane_shows_divergence_top_k_and_lens_of_a_failure_set_question(st
         await pilot.press("t")
         await settle(app, pilot, 0.1)
         t = app.last_trace
-        assert t.qid == "demo-0026" and t.edited is None and t.position == t.answer_position == 23
+        assert t.qid == "demo-0026" and t.edited is None and t.position == t.gold_position == 23
         assert "trace demo-0026  no edit: the default output  gold 14" in text(app, "#trace-title")
         assert not app.screen.query_one("#detail").display and not app.screen.query_one("#live").display
         for _ in range(4):

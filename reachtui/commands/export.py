@@ -224,7 +224,7 @@ def export(table_name, run_args, runs, store_path, fmt, as_csv, as_tsv, as_json,
     \b
     {tables}
     inspect: one run as an Inspect AI log (-o FILE.eval; needs reachtui[inspect])
-    lens: per member of failure:PROBE (--probe), where the logit lens ranks the gold's first token best
+    lens: per member of failure:PROBE (--probe), where the logit lens ranks the gold token best
           along the route and where it last is in the top-5 (loads the run's model)
 
     Runs are given as RUN arguments or --run.

@@ -1,6 +1,6 @@
 """`reachtui trace MODEL QUESTION_ID`: where the answer changes, from the command line — the default output
 beside the output under --route/--silence, the first token where they differ, the top next tokens under
-each, the gold's first token, and the logit lens along the route (what the app's trace pane shows;
+each, the gold token, and the logit lens along the route (what the app's trace pane shows;
 `reachtui.engine.trace`). With --store/--run it traces a stored run's question under the run's protocol.
 """
 
@@ -30,7 +30,7 @@ WIDTH = 100
 @click.option("--silence", default=None, metavar="LAYERS", help="Silence the MLP of these layers, e.g. 4 or 3,5.")
 @click.option("--position", type=numbers.INT, default=None, metavar="P",
               help="Read the top-k and the lens at output token P (0 is the first generated token) [default: the "
-                   "first token where the outputs differ, else the first token of the default output's answer].")
+                   "first token where the outputs differ, else where the default output leaves the gold answer].")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @store_option
 @click.option("--run", "run_spec", default=None, metavar="ID",
@@ -46,7 +46,8 @@ def trace(args, task_spec, task_name, task_fields, route_spec, silence, position
           offload_folder, threads, revision, trust_remote_code, allow_download, allow_pickle, allow_missing_weights):
     """Trace QUESTION_ID with MODEL: its default output beside its output under --route/--silence (both
     greedy under the protocol), the first token where they differ, the top-5 next tokens under each there
-    with the rank and probability of the gold answer's first token, each output's tokens by probability,
+    with the rank and probability of the gold token (the gold answer's first token the default output
+    lacks), each output's tokens by probability,
     and the logit lens: the residual stream after each route position, read through the model's final
     norm and unembedding (a repeated layer twice, a skipped one absent).
 
@@ -174,6 +175,20 @@ def token_lines(pieces, logprobs, indent: int, width: int = WIDTH) -> list[str]:
     return lines
 
 
+def gold_line(t) -> str:
+    """Which gold token the trace follows, and where (`engine.trace.gold_token`)."""
+    if t.gold_token is None:
+        return "gold token: none (the gold adds no token to the default output)"
+    if t.gold_index is None:
+        which = "the stop after the gold"
+    else:
+        nth = "first" if t.gold_index == 0 else {1: "2nd", 2: "3rd"}.get(t.gold_index, f"{t.gold_index + 1}th")
+        which = f"the gold's {nth} token"
+    where = "" if t.gold_position is None else f", at token {t.gold_position}"
+    lead = "where the default output's answer begins" if t.default.correct else "where the default output leaves it"
+    return f"gold token {_q(t.gold_token.text)}: {which}, {lead}{where}"
+
+
 def render(t, *, model: str) -> list[str]:
     """The trace as `reachtui trace` prints it (`t`: an `engine.trace.Trace`)."""
     from reachtui.engine.trace import legend
@@ -195,11 +210,7 @@ def render(t, *, model: str) -> list[str]:
         lines.append(f"divergence at token {t.divergence}: " + ", ".join(
             f"{o.name} {_q(o.pieces[t.divergence])}" if t.divergence < len(o.tokens) else f"{o.name} ended"
             for o in t.outputs))
-    if t.gold_token is not None:
-        where = "" if t.answer_position is None else f"; the default output's answer starts at token {t.answer_position}"
-        lines.append(f"gold's first token {_q(t.gold_token.text)}{where}")
-    else:
-        lines.append("gold's first token: none (the gold adds no token to the default output)")
+    lines.append(gold_line(t))
     lines += ["", f"at token {t.position}"]
     width = 22
     lines.append("  " + f"{'':<12}" + "".join(f"{a.output:<{width}}" for a in t.at))

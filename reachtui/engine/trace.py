@@ -3,14 +3,17 @@ by token, and the logit lens along the route (the app's trace pane, `reachtui tr
 
 Both outputs are greedy under the protocol (its prompt, stop strings, max new tokens and seed). The
 *divergence* is the first token where they differ. At one token position (the divergence by default, else
-the first token of the default output's answer; `move` picks another) each output shows its top next
-tokens, the rank and probability of the gold answer's first token, and the lens: per route position, as
+where the default output leaves the gold; `move` picks another) each output shows its top next
+tokens, the rank and probability of the gold token (below), and the lens: per route position, as
 the route ran (a repeated layer twice, a skipped one absent), the rank and probability of the tokens the
-outputs chose there and of the gold's first token.
+outputs chose there and of the gold token.
 
-The gold's first token is the first token where "the default output up to its answer, then the gold"
-departs from "the default output up to its answer" (both encoded after the prompt): the token the model
-would have had to choose to start the gold answer there. Pure Python: the model is reached through the
+The gold token is where the default output leaves the gold answer: of "the default output up to its
+answer, then the gold, then the protocol's first stop string" (encoded after the prompt), the first token the
+default output does not have — the gold's first token, or a later one where the two answers begin alike
+(gold 14 against 12: the 4; gold 6 against 66: the stop after the 6). Where the default output is right, it
+is the gold's first token, where its answer begins. Pure Python: the model is
+reached through the
 `reachtui.generation.Runner` contract (`inspect`, `ranks`, `lens`, `continuation`, `token_texts`).
 """
 
@@ -119,8 +122,8 @@ class Output:
 
 @dataclass(frozen=True)
 class At:
-    """One output at the lens position: the token it chose, its top next tokens, the gold's first token's
-    rank and probability under it, and the lens rows (None: the model has no lens)."""
+    """One output at the lens position: the token it chose, its top next tokens, the gold token's rank and
+    probability under it, and the lens rows (None: the model has no lens)."""
 
     output: str
     chosen: Token
@@ -148,8 +151,9 @@ class Trace:
     default: Output
     edited: Output | None               # None: the intervention is the default
     divergence: int | None              # the first token where the outputs differ (None: they do not)
-    gold_token: Token | None            # the gold answer's first token (prob unused: 0)
-    answer_position: int | None         # where the default output's answer starts (its token index)
+    gold_token: Token | None            # where the default output leaves the gold (see the module; prob unused: 0)
+    gold_position: int | None           # the default output's token index there (None: not in the output)
+    gold_index: int | None              # which of the gold's tokens it is (0: its first; None: the stop after it)
     position: int                       # the lens position (a token index)
     watched: tuple[Watched, ...]
     at: tuple[At, ...]                  # per output whose tokens reach the position
@@ -193,17 +197,32 @@ def answer_start(text: str, answer: str | None) -> int | None:
     return at if at >= 0 else None
 
 
-def gold_token(runner, prompt: str, default: Output, gold: str) -> tuple[int | None, int | None]:
-    """(the gold answer's first token, where the default output's answer starts) — see the module."""
+def gold_token(runner, prompt: str, default: Output, gold: str, end: str = "") -> tuple[int | None, int | None,
+                                                                                        int | None]:
+    """(the gold token, the default output's token index there, which of the gold's tokens it is: None for
+    `end`, the stop string that ends the gold answer, where the default output goes on past a gold it holds
+    whole, as 66 past 6) — see the module; (None, None, 0) where the gold adds no token."""
     start = answer_start(default.text, default.answer)
     context = default.text if start is None else default.text[:start]
-    before = runner.continuation(prompt, context)
-    with_gold = runner.continuation(prompt, context + str(gold))
-    j = _common(before, with_gold)
-    if j >= len(with_gold):
-        return None, None
-    at = j if list(default.tokens[:j]) == list(with_gold[:j]) and j < len(default.tokens) else None
-    return int(with_gold[j]), at
+    with_gold = runner.continuation(prompt, context + str(gold) + end)
+    begins = _common(runner.continuation(prompt, context), with_gold)      # where the gold begins
+    if begins >= len(with_gold):
+        return None, None, 0
+    tokens = list(default.tokens)
+    if tokens[:begins] != with_gold[:begins]:       # the output's tokens are not its text's: the gold's first
+        return int(with_gold[begins]), None, 0
+    leaves = begins + _common(tokens[begins:], with_gold[begins:])
+    if leaves >= len(with_gold):                    # the output has the whole gold: where it begins
+        leaves = begins
+    index = leaves - begins
+    if end and index >= len(runner.continuation(prompt, context + str(gold))) - begins:
+        index = None
+    return int(with_gold[leaves]), leaves if leaves < len(tokens) else None, index
+
+
+def _end(protocol) -> str:
+    """What ends an answer under the protocol: its first stop string ("" where it has none)."""
+    return next((s for s in protocol.stop if s), "")
 
 
 def _outputs(runner, prompt: str, ivs: list[Intervention], protocol, question: dict, top: int) -> list[Output]:
@@ -224,7 +243,7 @@ def trace_question(runner, protocol, question: dict[str, Any], intervention: Int
                    position: int | None = None, top: int = TOP_K,
                    cancelled: Callable[[], bool] | None = None) -> Trace:
     """`question` (qid, question, gold) by default and under `intervention`, read at token `position` (None:
-    the divergence, else the first answer token). ReachError (one line) for a position out of range;
+    the divergence, else where the default output leaves the gold). ReachError (one line) for a position out of range;
     `Cancelled` where `cancelled()` turns true between steps."""
     def check() -> None:
         if cancelled is not None and cancelled():
@@ -238,14 +257,15 @@ def trace_question(runner, protocol, question: dict[str, Any], intervention: Int
                               top)
     edited = rest[0] if rest else None
     check()
-    gold_id, answer_at = gold_token(runner, prompt, default, question["gold"])
+    gold_id, gold_at, gold_index = gold_token(runner, prompt, default, question["gold"], _end(protocol))
     gold = None if gold_id is None else Token(gold_id, runner.token_texts([gold_id])[0], 0.0)
     split = None if edited is None else divergence(default.tokens, edited.tokens)
     trace = Trace(qid=str(question.get("qid", "")), gold=str(question["gold"]), prompt=prompt, default=default,
-                  edited=edited, divergence=split, gold_token=gold, answer_position=answer_at, position=0,
+                  edited=edited, divergence=split, gold_token=gold, gold_position=gold_at, gold_index=gold_index,
+                  position=0,
                   watched=(), at=(), lens_problem=default.traced.lens_problem, k=top)
     if position is None:
-        position = split if split is not None else answer_at if answer_at is not None else 0
+        position = split if split is not None else gold_at if gold_at is not None else 0
         position = min(position, max(trace.longest - 1, 0))
     return move(runner, trace, position)
 
@@ -277,7 +297,7 @@ def move(runner, trace: Trace, position: int) -> Trace:
 
 
 def _watched(runner, reach: list[Output], position: int, gold: Token | None) -> tuple[Watched, ...]:
-    """The tokens the lens follows at `position`: each output's choice there, then the gold's first token."""
+    """The tokens the lens follows at `position`: each output's choice there, then the gold token."""
     labels: dict[int, list[str]] = {}
     for o in reach:
         labels.setdefault(o.tokens[position], []).append(o.name)
@@ -287,7 +307,7 @@ def _watched(runner, reach: list[Output], position: int, gold: Token | None) -> 
     return tuple(Watched(i, t, "+".join(labels[i])) for i, t in zip(ids, runner.token_texts(ids)))
 
 
-# ---- the failure set: where the gold's first token is best, and where it leaves the top-k ----------------
+# ---- the failure set: where the gold token is best, and where it leaves the top-k ------------------------
 
 
 def lens_summary(rows: Sequence[LensRow], k: int = TOP_K, watch: int = 0) -> dict[str, Any]:
@@ -309,11 +329,11 @@ def lens_summary(rows: Sequence[LensRow], k: int = TOP_K, watch: int = 0) -> dic
 def lens_row(runner, protocol, question: dict[str, Any], intervention: Intervention | None = None,
              k: int = TOP_K) -> dict[str, Any]:
     """One question's row of `reachtui export lens`: its output under `intervention` (the default: none),
-    the gold's first token at the first token of that output's answer, and `lens_summary` there."""
+    the gold token where that output leaves the gold, and `lens_summary` of it there."""
     iv = Intervention.of(intervention).normalized(runner.num_layers)
     prompt = protocol.render_prompt(question["question"], runner.tokenizer)
     [out] = _outputs(runner, prompt, [iv], protocol, question, k)
-    gold_id, at = gold_token(runner, prompt, out, question["gold"])
+    gold_id, at, _ = gold_token(runner, prompt, out, question["gold"], _end(protocol))
     row = dict(qid=str(question["qid"]), gold=str(question["gold"]), answer=out.answer, correct=out.correct,
                position=at, gold_token=None if gold_id is None else runner.token_texts([gold_id])[0],
                chosen=None if at is None else out.pieces[at], note=None)
@@ -361,6 +381,6 @@ def trace_json(trace: Trace) -> dict[str, Any]:
     return dict(qid=trace.qid, gold=trace.gold, prompt=trace.prompt,
                 outputs={o.name: output(o) for o in trace.outputs}, divergence=trace.divergence,
                 gold_token=None if trace.gold_token is None else dict(id=trace.gold_token.id, text=trace.gold_token.text),
-                answer_position=trace.answer_position, position=trace.position, k=trace.k,
+                gold_position=trace.gold_position, gold_index=trace.gold_index, position=trace.position, k=trace.k,
                 watched=[vars(w) for w in trace.watched], at={a.output: at(a) for a in trace.at},
                 lens_problem=trace.lens_problem)

@@ -1,7 +1,8 @@
 """The logit lens over a frozen failure set (`reachtui export lens RUN --probe P`): per member, where along the
-route its gold answer's first token ranks best and the last route position where it is in the top k, at
-the first token of the default output's answer. The rows are computed with the model (`reachtui.engine.trace
-.lens_rows`, loaded by the command); this module only lays them out, so it reads no store and loads no model.
+route its gold token ranks best and the last route position where it is in the top k, at the token where
+the default output leaves the gold answer (`reachtui.engine.trace.gold_token`). The rows are computed with
+the model (`reachtui.engine.trace.lens_rows`, loaded by the command); this module only lays them out, so it
+reads no store and loads no model.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from reachtui.tables.table import Column, Table
 LENS_COLUMNS = [
     Column("run", "int"), Column("set", label="failure set"), Column("qid"), Column("gold"),
     Column("answer", label="default answer"), Column("position", "int", label="token"),
-    Column("gold_token", label="gold's first token"), Column("chosen", label="token chosen"),
+    Column("gold_token", label="gold token"), Column("chosen", label="token chosen"),
     Column("best_rank", "int", label="best rank"), Column("best_position", "int", label="best at"),
     Column("best_layer", "int", label="best at layer"),
     Column("last_topk_position", "int", label="last in top-k at"),
@@ -25,10 +26,12 @@ LENS_COLUMNS = [
 ]
 
 #: What the columns mean (said under the table).
-LENS_NOTE = ("token = the index (from 0) of the default output's token where its answer begins; the lens reads "
-             "the residual stream after each route position there through the model's final norm and "
+LENS_NOTE = ("token = the index (from 0) of the default output's token where it leaves the gold answer, and gold "
+             "token the gold's token there (its first; a later one where both answers begin alike; the stop after it "
+             "where the answer goes on past the whole gold); the lens "
+             "reads the residual stream after each route position there through the model's final norm and "
              "unembedding. best at / last in top-k at = route positions (from 0; the layer beside); pushed out = "
-             "the gold's first token is in the top-k at some route position but not at the last one")
+             "the gold token is in the top-k at some route position but not at the last one")
 
 
 def lens_table(rows: Sequence[dict[str, Any]], *, run_id: int, set_name: str, k: int,
@@ -39,14 +42,14 @@ def lens_table(rows: Sequence[dict[str, Any]], *, run_id: int, set_name: str, k:
                    r["best_rank"], r["best_position"], r["best_layer"], r["last_topk_position"],
                    r["last_topk_layer"], r["final_rank"], r["final_prob"], r["pushed_out"], r["positions"],
                    r["note"]) for r in rows]
-    title = f"logit lens on {set_name} of run {run_id}: the gold's first token along the route (top-{k})"
+    title = f"logit lens on {set_name} of run {run_id}: the gold token along the route (top-{k})"
     if intervention:
         title += f", under {intervention}"
     notes = [LENS_NOTE.replace("top-k", f"top-{k}")]
     pushed = [r for r in rows if r["pushed_out"]]
     if rows:
         late = [r for r in pushed if 3 * (r["last_topk_position"] + 1) >= 2 * r["positions"]]
-        notes.append(f"{len(pushed)} of {len(rows)} members: the gold's first token is in the top-{k} at some route "
+        notes.append(f"{len(pushed)} of {len(rows)} members: the gold token is in the top-{k} at some route "
                      f"position and pushed out by the end; for {len(late)} of them the block that pushes it out is "
                      f"in the last third of the route")
     return Table("lens", title, list(LENS_COLUMNS), table_rows, notes=notes)

@@ -70,7 +70,7 @@ ACTIONS: tuple[Action, ...] = (
     Action("trace.right", "greater_than_sign", "trace_move(1)", "token ▸", "Read the trace one token later",
            show=False, key_display=">"),
     Action("view.lens_sort", "L", "app.lens_sort", "Lens sort",
-           "Sort the failure set shown by the logit lens: the gold's first token pushed out of the top-5 latest "
+           "Sort the failure set shown by the logit lens: the gold token pushed out of the top-5 latest "
            "along the route first (as `reachtui export lens` tabulates it)", show=False,
            palette="sort: failure set by the logit lens"),
     Action("view.intervals", "i", "app.intervals", "Intervals",

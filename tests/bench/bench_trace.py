@@ -6,7 +6,7 @@ CPU, within 3 s for a 0.5B shape), against the live run enter already makes (run
 Per question, in one process and on one torch thread count (the app's default unless --threads):
 - live: `reachtui.engine.live.live_run` under the edit (what enter ran before the pane): the baseline;
 - first: `trace_question` of a question never traced (its default and its edited output both generated,
-  read token by token, the gold's first token found, the lens read at the divergence);
+  read token by token, the gold token found, the lens read at the divergence);
 - edit: the same question under another edit (the default output kept by the runner: one generation);
 - move: the lens read at another token (`move`: no generation).
 Then, in the app (Pilot, the trace pane shown), the seconds from pressing enter to the pane's trace.

@@ -1,6 +1,6 @@
 """The trace pane (`t` toggles it in place of the question detail and the live result): where the edited
 intervention changes the selected question's answer — the first token where the default and the edited
-outputs differ, the top-5 next tokens under each there with the rank of the gold's first token, the logit
+outputs differ, the top-5 next tokens under each there with the rank of the gold token, the logit
 lens along each route as a strip on the layer strip's grid (one column per route position: a repeated
 layer twice, a skipped one absent), and both outputs' tokens by probability. `<` / `>` move the token it
 reads. The app's trace worker fills it (`reachtui.engine.trace`); every rank is a number and every
@@ -58,11 +58,11 @@ def lens_strip(trace: Trace, at: At, cursor: int, width: int) -> Text:
 def lens_key(trace: Trace) -> Text:
     """What the lens rows say, in one line."""
     return Text(f"lens: rank after each route position ([n]: in the top-{trace.k}) · d default · e edited · "
-                f"g the gold's first token", style="dim")
+                f"g the gold token (where the default output leaves the gold)", style="dim")
 
 
 def at_lines(trace: Trace) -> Text:
-    """Per output: the token chosen at the lens position, the gold's first token's rank there, the top-5."""
+    """Per output: the token chosen at the lens position, the gold token's rank there, the top-5."""
     t = Text()
     gold = trace.gold_token
     for a in trace.at:
