@@ -101,6 +101,9 @@ async def test_pane_shows_divergence_top_k_and_lens_of_a_failure_set_question(st
         assert any(line.startswith("default '+' 0.61  gold '1' rank 58") for line in lines)
         assert any(line.startswith("edited  '-' 0.50  gold '1' rank 55") for line in lines)
         assert "token probability: █ p≥0.9" in body
+        await pilot.press("enter")                  # the pane is the live result: enter reads it again, no run
+        await settle(app, pilot)
+        assert app.last_live is None and app.last_trace.edited.intervention == "silence MLP 4"
         await pilot.press("greater_than_sign")
         await settle(app, pilot)
         assert app.last_trace.position == 12 and "token 12 of 26" in text(app, "#trace-title")

@@ -58,32 +58,47 @@ def measure_engine(runner, protocol, questions, first_edit, second_edit, label: 
     return dict(live=base, first=statistics.median(first), edit=statistics.median(edit))
 
 
-async def measure_app(runner, store: Path, repeats: int) -> list[float]:
-    """Seconds from enter (trace pane shown, MLP 4 silenced) to the pane's trace, per failure-set question."""
+async def measure_app(runner, store: Path, repeats: int) -> dict[str, list[float]]:
+    """Seconds to the trace pane in the app (pane shown, MLP 4 silenced), per failure-set question: from `j`
+    (a question never traced: its default and edited outputs), from `m` on MLP 5 (another edit: one output),
+    and from enter (the trace already on screen: the runner keeps it)."""
     from reachtui.tui.app import ReachApp
 
     app = ReachApp(store)
     app.runner = runner
-    times = []
+    times: dict[str, list[float]] = {"select (j)": [], "edit (m)": [], "enter": []}
+
+    async def timed(keys, done) -> float:
+        """Seconds from pressing `keys` until `done()`."""
+        t0 = time.perf_counter()
+        await pilot.press(*keys)
+        await until(done)
+        return time.perf_counter() - t0
+
+    async def until(done) -> None:
+        while not done():
+            await pilot.pause(0.002)
+
+    def shows(qid: str, what: str):
+        return lambda: (app.last_trace is not None and app.last_trace.qid == qid and app.last_trace.edited is not None
+                        and app.last_trace.edited.intervention == what)
+
     async with app.run_test(size=(150, 42)) as pilot:
         await pilot.press("f", "t")
         for _ in range(4):
             await pilot.press("right_square_bracket")
         await pilot.press("m")
+        await until(lambda: not any(w.is_running for w in app.workers))
         for _ in range(repeats):
-            await pilot.press("j")
-            await pilot.pause(0.3)
-            while any(w.is_running for w in app.workers):
-                await pilot.pause(0.01)
-            qid = app.table.rows[app.table.cursor].qid
+            qid = app.table.rows[app.table.cursor + 1].qid
+            times["select (j)"].append(await timed(["j"], shows(qid, "silence MLP 4")))
+            await pilot.press("right_square_bracket")
+            times["edit (m)"].append(await timed(["m"], shows(qid, "silence MLP 4-5")))
+            await pilot.press("m", "left_square_bracket")
+            await until(shows(qid, "silence MLP 4"))
             app.last_trace = None
-            t0 = time.perf_counter()
-            await pilot.press("enter")
-            while app.last_trace is None or app.last_trace.qid != qid or app.last_trace.edited is None:
-                await pilot.pause(0.005)
-            times.append(time.perf_counter() - t0)
-            while any(w.is_running for w in app.workers):
-                await pilot.pause(0.01)
+            times["enter"].append(await timed(["enter"], shows(qid, "silence MLP 4")))
+            await until(lambda: not any(w.is_running for w in app.workers))
     return times
 
 
@@ -126,6 +141,8 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=8)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--no-large", action="store_true")
+    ap.add_argument("--no-demo", action="store_true")
+    ap.add_argument("--large-questions", type=int, default=3)
     ap.add_argument("--max-new-tokens", type=int, default=48, help="the 0.5B shape's protocol (default: 48)")
     ap.add_argument("--store", type=Path, default=Path("/tmp/reachtui-bench-trace.sqlite"))
     args = ap.parse_args()
@@ -147,17 +164,19 @@ def main() -> None:
     questions = [dict(qid=q.id, question=q.question, gold=q.answer) for q in load_task("demo").questions]
     demo_qs = [next(q for q in questions if q["qid"] == "demo-0026")] + questions[: args.questions]
     four, three = Intervention(None, frozenset({4})), Intervention(None, frozenset({3}))
-    measure_engine(runner, protocol, demo_qs, four, three, "demo model, MLP 4 then MLP 3 silenced")
-    app_times = asyncio.run(measure_app(runner, small_store(runner, args.store), args.questions))
-    print(f"  app: enter -> trace pane  {_median_ms(app_times)}   max {1000 * max(app_times):7.1f} ms "
-          f"({len(app_times)} failure-set questions)")
+    if not args.no_demo:
+        measure_engine(runner, protocol, demo_qs, four, three, "demo model, MLP 4 then MLP 3 silenced")
+        app_times = asyncio.run(measure_app(runner, small_store(runner, args.store), args.questions))
+        for name, xs in app_times.items():
+            print(f"  app: {name + ' -> pane':<21}{_median_ms(xs)}   max {1000 * max(xs):7.1f} ms ({len(xs)} "
+                  f"failure-set questions)")
     if args.no_large:
         return
     t0 = time.perf_counter()
     large = large_runner()
     print(f"0.5B shape built in {time.perf_counter() - t0:.1f} s")
     small = Protocol(max_new_tokens=args.max_new_tokens)
-    measure_engine(large, small, questions[:4], Intervention(None, frozenset({20})), Intervention(None, frozenset({12})),
+    measure_engine(large, small, questions[: args.large_questions + 1], Intervention(None, frozenset({20})), Intervention(None, frozenset({12})),
                    f"Qwen2.5-0.5B shape, random weights, {args.max_new_tokens} new tokens, MLP 20 then MLP 12 silenced")
 
 

@@ -289,12 +289,13 @@ class MainScreen(Screen):
         except NoMatches:  # the timer fired while the app was closing
             return
         row, data, run = self.current_row(), self.app.data, self.app.run_info
+        if self.tracing:            # the detail is hidden: drawn again when the pane goes (`action_toggle_trace`)
+            self.request_trace()
+            return
         if row is None or data is None or run is None:
             detail.show(None, None, [])
             return
         detail.show(data.question(row.key), data.default_attempt(run.id, row.key), data.hits(run, row.key))
-        if self.tracing:
-            self.request_trace()
 
     def current_row(self) -> QRow | None:
         t = self.table
@@ -365,17 +366,22 @@ class MainScreen(Screen):
             return
         what = self.intervention.describe() if self.intervention else "default"
         wait = " … (waits for the model between audit batches)" if self.app.audit_running else " …"
+        if self.tracing:            # the pane shows the edited output, its answer and its tokens: no second run
+            self.request_trace()
+            self.query_one(LivePane).clear(f"live run of {row.qid} under {what}: in the trace pane (t)")
+            return
         self.query_one(LivePane).busy(f"running {row.qid} under {what}{wait}")
         self.app.start_live_run(run, data.question(row.key), data.default_attempt(run.id, row.key), self.intervention)
-        if self.tracing:
-            self.request_trace()
 
     # ---- the trace pane ---------------------------------------------------------------------------
 
     @property
     def tracing(self) -> bool:
         """The trace pane is shown (in place of the detail and the live result)."""
-        return self.query_one(TracePane).display
+        try:
+            return self.query_one(TracePane).display
+        except NoMatches:       # the app is closing
+            return False
 
     def action_toggle_trace(self) -> None:
         on = not self.tracing
@@ -384,6 +390,8 @@ class MainScreen(Screen):
         self.query_one(LivePane).display = not on
         if on:
             self.request_trace()
+        else:
+            self._show_detail()
 
     def request_trace(self, position: int | None = None) -> None:
         """Trace the selected question under the edited layers (the app's worker; a newer request wins)."""
