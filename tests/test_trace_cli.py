@@ -13,6 +13,7 @@ import math
 
 import pytest
 from conftest import run_main
+from trace_store import twelve_question_audit
 
 from reachtui.assets import DEMO_MODEL_DIR
 
@@ -20,7 +21,6 @@ pytestmark = pytest.mark.skipif(not (DEMO_MODEL_DIR / "config.json").is_file(), 
 torch = pytest.importorskip("torch")
 
 TEMPLATE = "Q: {question}\nA:"
-QIDS = ["demo-0026"] + [f"demo-{i:04d}" for i in range(1, 12)]
 
 
 @pytest.fixture(scope="module")
@@ -34,26 +34,7 @@ def runner():
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory, runner):
     """A small audit of twelve demo questions (demo-0026 among them) under a protocol of its own template."""
-    from reachtui.engine.audit import run_audit
-    from reachtui.protocol import Protocol, protocol_from_options
-    from reachtui.store import Store
-    from reachtui.tasks import load_task
-
-    folder = tmp_path_factory.mktemp("trace")
-    demo = {q.id: q for q in load_task("demo").questions}
-    task_file = folder / "twelve.jsonl"
-    task_file.write_text("".join(json.dumps({"id": q, "question": demo[q].question, "answer": demo[q].answer}) + "\n"
-                                 for q in QIDS))
-    protocol = protocol_from_options(Protocol(template=TEMPLATE), probes="sample", budget=4)
-    path = folder / "audit.sqlite"
-    with Store(path) as store:
-        result = run_audit(store, runner, model_name="demo", model_path=str(DEMO_MODEL_DIR),
-                           model_class=runner.arch.model_class, task=load_task(str(task_file)), protocol=protocol,
-                           batch_size=16)
-        members = [store.question(k)["qid"] for k in store.failure_set_members(
-            store.get_failure_set(result.run_id, "failure:sample")["id"])]
-    assert result.status == "complete" and members
-    return path, result.run_id, protocol, members
+    return twelve_question_audit(tmp_path_factory.mktemp("trace"), runner, TEMPLATE)
 
 
 def _digest(path) -> str:

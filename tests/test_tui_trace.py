@@ -5,16 +5,13 @@ takes the detail's place, not the table's rows; L sorts the failure set by the l
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from conftest import settle
+from trace_store import twelve_question_audit
 
 from reachtui.assets import DEMO_MODEL_DIR
 
 pytestmark = pytest.mark.skipif(not (DEMO_MODEL_DIR / "config.json").is_file(), reason="no demo model in assets/")
-
-QIDS = ["demo-0026"] + [f"demo-{i:04d}" for i in range(1, 12)]
 
 
 @pytest.fixture(scope="module")
@@ -32,23 +29,7 @@ def runner():
 
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory, runner):
-    from reachtui.engine.audit import run_audit
-    from reachtui.protocol import Protocol, protocol_from_options
-    from reachtui.store import Store
-    from reachtui.tasks import load_task
-
-    folder = tmp_path_factory.mktemp("tui-trace")
-    demo = {q.id: q for q in load_task("demo").questions}
-    task_file = folder / "twelve.jsonl"
-    task_file.write_text("".join(json.dumps({"id": q, "question": demo[q].question, "answer": demo[q].answer}) + "\n"
-                                 for q in QIDS))
-    protocol = protocol_from_options(Protocol(), probes="sample", budget=4)
-    path = folder / "audit.sqlite"
-    with Store(path) as store:
-        result = run_audit(store, runner, model_name="demo", model_path=str(DEMO_MODEL_DIR),
-                           model_class=runner.arch.model_class, task=load_task(str(task_file)), protocol=protocol,
-                           batch_size=16)
-    assert result.status == "complete"
+    path, _, protocol, _ = twelve_question_audit(tmp_path_factory.mktemp("tui-trace"), runner)
     return path, protocol
 
 
