@@ -25,7 +25,8 @@ from reachtui.errors import ReachError
 from reachtui.generation import Decoding, LensRow, Traced
 from reachtui.intervention import Intervention
 
-#: Traces a runner keeps (each: one step's float32 log-probs over the vocabulary, and the streams).
+#: Traces a runner keeps (each: its steps' float32 log-probs over the vocabulary, in host memory, and its
+#: streams): the default and the edited output of the last three questions or edits.
 KEEP = 6
 
 
@@ -213,7 +214,8 @@ def _keep(runner, call: tuple, gen, logits: torch.Tensor | None, states: torch.T
     iv, top = call[1], call[4]
     n = len(gen.token_ids)
     vocab = head.head.out_features if hasattr(head.head, "out_features") else 1
-    logp = torch.log_softmax(logits.float(), dim=-1) if n else torch.zeros((0, vocab))
+    # kept in host memory: a long output of a large vocabulary is hundreds of MB, no use on a GPU
+    logp = torch.log_softmax(logits.float(), dim=-1).cpu() if n else torch.zeros((0, vocab))
     problem = head.problem
     if problem is None and n:
         problem = head.check(states[-1, -1], logits[-1].float(), runner.arch.model_class)
