@@ -61,7 +61,6 @@ class MainScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one("#search", Input).display = False
-        self.query_one(TracePane).display = False
         self.query_one(QuestionTable).focus()
         self.app.main_ready()
 
@@ -377,17 +376,15 @@ class MainScreen(Screen):
 
     @property
     def tracing(self) -> bool:
-        """The trace pane is shown (in place of the detail and the live result)."""
+        """The trace pane is shown (in place of the detail and the live result: app.tcss, `#right.-trace`)."""
         try:
-            return self.query_one(TracePane).display
+            return self.query_one("#right").has_class("-trace")
         except NoMatches:       # the app is closing
             return False
 
     def action_toggle_trace(self) -> None:
         on = not self.tracing
-        self.query_one(TracePane).display = on
-        self.query_one(DetailPane).display = not on
-        self.query_one(LivePane).display = not on
+        self.query_one("#right").set_class(on, "-trace")
         if on:
             self.request_trace()
         else:
