@@ -44,6 +44,7 @@ from reachtui.commands.plot import plot as plot_cmd  # noqa: E402  (issue 28: fi
 from reachtui.commands.protocol import protocol as protocol_cmd  # noqa: E402
 from reachtui.commands.runs import runs as runs_cmd  # noqa: E402
 from reachtui.commands.serve import serve as serve_cmd  # noqa: E402
+from reachtui.commands.trace import trace as trace_cmd  # noqa: E402  (issue 35: divergence and logit lens)
 cli.add_command(audit_cmd)
 cli.add_command(compare_cmd)
 cli.add_command(examples_cmd)
@@ -55,6 +56,7 @@ cli.add_command(plot_cmd)
 cli.add_command(protocol_cmd)
 cli.add_command(runs_cmd)
 cli.add_command(serve_cmd)
+cli.add_command(trace_cmd)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -93,6 +93,38 @@ def prompt_token_counts(tokenizer: Any, prompts: Sequence[str]) -> list[int]:
                 counts[i] = len(row)
     return counts
 
+
+@dataclass(frozen=True)
+class Traced:
+    """One greedy (or sampled) generation read token by token (`Runner.inspect`): per generated token its
+    text in context (`pieces`, which join to the decoded output), its log-prob and the `top` next tokens
+    (id, probability) under the model's own logits at that step. `key` names the runner's record of the
+    steps' logits and residual streams, which `ranks` and `lens` read; `lens_problem` says, in one line,
+    why this model has no lens (None: it has one)."""
+
+    generation: Generation
+    route: tuple[int, ...]
+    token_ids: tuple[int, ...]
+    pieces: tuple[str, ...]
+    logprobs: tuple[float, ...]
+    top: tuple[tuple[tuple[int, float], ...], ...]
+    key: int
+    lens_problem: str | None = None
+
+
+@dataclass(frozen=True)
+class LensRow:
+    """The logit lens at one route position: the residual stream after `layer` (its `position`-th block of
+    the route) through the final norm and the unembedding. Per watched token its rank (1 = the top) and
+    probability; `top` is the token on top there."""
+
+    position: int
+    layer: int
+    ranks: tuple[int, ...]
+    probs: tuple[float, ...]
+    top: int
+
+
 class Runner(Protocol):
     """Generates on one loaded model. One owner at a time: every call holds `lock` (reentrant), so the
     app's live runs queue between the audit's batches."""
@@ -119,6 +151,24 @@ class Runner(Protocol):
     def resolve(self, intervention: Intervention | None) -> Intervention:
         """The intervention checked against the model, its route written out (the identity route when it
         has none); ReachError, one line, where it does not fit the model."""
+
+    # -- reading one generation token by token (the app's trace pane, `reachtui trace`) ---------------
+
+    def inspect(self, prompt: str, interventions: Sequence[Intervention | None], *, decoding: Decoding = Decoding(),
+                seed: int = 0, top: int = 5) -> list[Traced]:
+        """One prompt under each intervention, every step's logits and residual streams kept (`Traced.key`)."""
+
+    def ranks(self, key: int, step: int, ids: Sequence[int]) -> list[tuple[int, float]]:
+        """(rank, probability) of each token id under the model's own logits at `step` of trace `key`."""
+
+    def lens(self, key: int, step: int, ids: Sequence[int]) -> list[LensRow]:
+        """The logit lens at `step` of trace `key`, one row per route position, watching `ids`."""
+
+    def continuation(self, prompt: str, text: str) -> list[int]:
+        """The tokens `text` adds after `prompt` (as the prompt plus the text encode)."""
+
+    def token_texts(self, ids: Sequence[int]) -> list[str]:
+        """Each token id as text, on its own."""
 
 
 class PromptRefused(ReachError):

@@ -179,7 +179,7 @@ def test_bad_requests_are_one_line(audit, monkeypatch, args, says):
 def test_probe_is_refused_for_tables(audit):
     _root, store, _task, a, _b = audit
     code, _out, err = run_main(["export", "summary", str(a), "--probe", "sample", "--store", str(store)])
-    assert code == 2 and err == "error: --probe is for `reachtui export inspect`\n"
+    assert code == 2 and err == "error: --probe is for `reachtui export inspect` and `reachtui export lens`\n"
 
 
 def test_without_inspect_ai_the_line_names_the_extra(audit, monkeypatch):

@@ -572,5 +572,7 @@ def test_the_table_registry_is_what_export_builds_lists_and_refuses(store_path, 
     with pytest.raises(SystemExit) as exc:
         main(["export", "tallies", "--store", str(store_path)])
     assert exc.value.code == 2
-    # `inspect` is no table but a run written as an Inspect log: export names it too
-    assert capsys.readouterr().err == f"error: unknown table 'tallies'; choose one of {', '.join(names)}, inspect\n"
+    # `inspect` is no table but a run written as an Inspect log, `lens` a table computed with the run's model:
+    # export names them too
+    assert capsys.readouterr().err == (f"error: unknown table 'tallies'; choose one of {', '.join(names)}, inspect, "
+                                       f"lens\n")

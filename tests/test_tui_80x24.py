@@ -57,6 +57,11 @@ KEYS = [
     ("layer.edit", "e", "route over layers"),
     ("view.charts", "v", "MLP scan"),
     ("export.csv", "E", "rows →"),
+    ("view.trace", "t", None),                # the trace pane in place of the detail (the fake runner has no
+    ("trace.left", "less_than_sign", None),   # trace: the pane says so in one line)
+    ("trace.right", "greater_than_sign", None),
+    ("view.trace", "t", None),                # and back
+    ("view.lens_sort", "L", None),
     ("app.search", "slash", "search questions and outputs"),
     ("app.clear_search", "escape", "filter: all questions"),
     ("app.focus_next", "tab", None),

@@ -25,6 +25,8 @@ _OTHER_SUFFIXES = {".pdf": "reachtui plot", ".png": "reachtui plot", ".svg": "re
                    ".eval": "reachtui export inspect"}
 #: `reachtui export inspect`: not a table, a whole run as an Inspect AI log (reachtui.inspect_export).
 INSPECT = "inspect"
+#: `reachtui export lens`: a table computed with the run's model (reachtui.engine.trace), not read from the store.
+LENS = "lens"
 
 
 def open_store(path: str | None):
@@ -219,8 +221,8 @@ class _TablesHelp(click.Command):
 @click.option("--allow-unmatched", is_flag=True,
               help="compare table only: compare runs whose protocols differ (every row is marked).")
 @click.option("--probe", "probe", default=None, metavar="PROBE",
-              help="inspect only: the probe whose attempts are the log's epochs (default: sample if the run has "
-                   "it, else its first reachability probe).")
+              help="inspect: the probe whose attempts are the log's epochs; lens: the probe whose frozen failure set "
+                   "is traced (default: sample if the run has it, else its first reachability probe).")
 @keep_formulas_option
 @quiet_option
 @bootstrap_options
@@ -232,6 +234,8 @@ def export(table_name, run_args, runs, store_path, fmt, as_csv, as_tsv, as_json,
     \b
     {tables}
     inspect: one run as an Inspect AI log (-o FILE.eval; needs reachtui[inspect])
+    lens: per member of failure:PROBE (--probe), where the logit lens ranks the gold token best
+          along the route and where it last is in the top-5 (loads the run's model)
 
     Runs are given as RUN arguments or --run.
 
@@ -261,29 +265,23 @@ def export(table_name, run_args, runs, store_path, fmt, as_csv, as_tsv, as_json,
     if name == INSPECT:             # issue 28: not a table, a whole run in Inspect's log format
         _export_inspect(runs, store_path, output, probe, quiet)
         return
-    if name not in T.TABLES:
-        raise ReachError(f"unknown table {table_name!r}; choose one of {', '.join(T.TABLES + (INSPECT,))}")
-    if probe is not None:
-        raise ReachError("--probe is for `reachtui export inspect`")
+    if name not in T.TABLES + (LENS,):
+        raise ReachError(f"unknown table {table_name!r}; choose one of {', '.join(T.TABLES + (INSPECT, LENS))}")
+    if probe is not None and name != LENS:
+        raise ReachError("--probe is for `reachtui export inspect` and `reachtui export lens`")
     if output is not None:      # a file that must never be written (the store) is named first, before its suffix
         check_output(output, store_path_of(store_path))
-    spec = T.registry.get(name)
     fmt = pick_format(fmt, output, {"csv": as_csv, "tsv": as_tsv, "json": as_json, "ndjson": as_nl,
                                     "table": as_table})
-    refuse_unused(name, fmt, spec, sql=bool(where or order))
+    refuse_unused(name, fmt, T.registry.get(name) if name != LENS else None, sql=bool(where or order))
     if limit is not None and limit < 0:
         raise ReachError("--limit must be 0 or more")
     if limit is not None:
         limit = min(limit, 2**62)       # more rows than any table has (and still an SQLite integer)
-    store = open_store(store_path)
-    try:
-        run_ids = store.resolve_runs(runs)
-        if spec.pair and len(run_ids) != 2:
-            raise ReachError(f"the {name} table needs two runs: --run A --run B (or use `reachtui compare A B`)")
-        table = T.build_table(store, name, run_ids, allow_unmatched=allow_unmatched, bootstrap=bootstrap,
-                              seed=bootstrap_seed)
-    finally:
-        store.close()
+    if name == LENS:
+        table = _lens_table(runs, store_path, probe)
+    else:
+        table = _stored_table(name, runs, store_path, allow_unmatched, bootstrap, bootstrap_seed)
     chosen = _split_columns(columns, columns_csv)
     table = select(table, columns=chosen, where=where,
                      params=dict(params) if params else None, order=order, limit=limit, timeout=where_timeout)
@@ -295,6 +293,56 @@ def export(table_name, run_args, runs, store_path, fmt, as_csv, as_tsv, as_json,
     emit([table], fmt, output, store_path_of(store_path), quiet=quiet, **style)
 
 
+def _stored_table(name: str, runs: tuple[str, ...], store_path: str | None, allow_unmatched: bool, bootstrap: int,
+                  bootstrap_seed: int):
+    """Table `name` of the runs `runs`, read from the store."""
+    from reachtui import tables as T
+
+    spec = T.registry.get(name)
+    store = open_store(store_path)
+    try:
+        run_ids = store.resolve_runs(runs)
+        if spec.pair and len(run_ids) != 2:
+            raise ReachError(f"the {name} table needs two runs: --run A --run B (or use `reachtui compare A B`)")
+        return T.build_table(store, name, run_ids, allow_unmatched=allow_unmatched, bootstrap=bootstrap,
+                             seed=bootstrap_seed)
+    finally:
+        store.close()
+
+
+def _lens_table(runs: tuple[str, ...], store_path: str | None, probe: str | None):
+    """`export lens`: the logit lens over the members of one run's frozen failure:PROBE, computed with the
+    run's model under the run's protocol (`reachtui.engine.trace.lens_rows`; the store is only read)."""
+    from reachtui.commands.trace import stored_model
+    from reachtui.inspect_export import default_probe
+    from reachtui.tables import run_probes
+
+    if len(runs) > 1:
+        raise ReachError("export lens reads one run: give one RUN")
+    with open_store(store_path) as store:
+        run_id = store.resolve_run(runs[0] if runs else None)
+        row = store.get_run(run_id)
+        protocol = store.run_protocol(row)
+        probe = probe or default_probe(run_probes(store, run_id))
+        fs = store.get_failure_set(run_id, f"failure:{probe}")
+        if fs is None:
+            have = ", ".join(f["name"] for f in store.failure_sets(run_id)) or "none"
+            raise ReachError(f"run {run_id} has no frozen failure set failure:{probe} (its sets: {have})")
+        questions = [store.question(k) for k in store.failure_set_members(fs["id"])]
+    from reachtui.commands.preflight import loadable
+    from reachtui.engine.trace import TOP_K, lens_rows
+    from reachtui.model.run import load_runner
+    from reachtui.tables.lens import lens_table
+
+    from reachtui.commands.options import set_threads
+
+    set_threads(None)           # torch's threads: the free cores (a busy machine slows down with more)
+    model = stored_model(row)
+    loadable(model, protocol.max_new_tokens, allow_download=False, allow_pickle=False, allow_missing_weights=False)
+    rows = lens_rows(load_runner(model), protocol, questions)
+    return lens_table(rows, run_id=run_id, set_name=fs["name"], k=TOP_K)
+
+
 #: export's options that only some formats write, and those formats.
 _FORMAT_OPTIONS = ((("no_headers",), ("csv", "tsv", "md", "latex")), (("ci",), ("md", "latex", "table")),
                    (("caption", "latex_label"), ("latex",)), (("keep_formulas",), ("csv", "tsv")))
@@ -304,14 +352,15 @@ _INSPECT_OPTIONS = ("table_name", "run_args", "runs", "store_path", "output", "p
 
 def refuse_unused(name: str, fmt: str, spec, *, sql: bool) -> None:
     """One line for an option given that table `name` in format `fmt` would not act on (`sql`: --where or
-    --order given, which -p and --where-timeout serve)."""
+    --order given, which -p and --where-timeout serve; `spec`: the table's registry record, None for the lens
+    table, which is of one run and has no bootstrap)."""
     for names, formats in _FORMAT_OPTIONS:
         if fmt not in formats:
             refuse_options(names, f"to {fmt} output (only to {', '.join(formats)})")
-    if not spec.pair:
+    if spec is None or not spec.pair:
         refuse_options(("allow_unmatched",), f"to the {name} table (only to a table of two runs: compare, "
                                              f"compare-questions)")
-    if not spec.bootstrap:
+    if spec is None or not spec.bootstrap:
         refuse_options(("bootstrap", "bootstrap_seed"), f"to the {name} table (it has no bootstrap intervals; "
                                                         f"summary and compare have)")
     if not sql:

@@ -136,7 +136,8 @@ def decode(stepper, tokenizer, eos: set[int], ids: list[list[int]], logits: torc
     """Decode a prefilled batch: `ids` are the rows' prompt tokens, `logits` the prefill's last-position
     logits, `stepper` the forward of every later step. Row r is greedy, or sampled with seed `seeds[r]`
     (so a row never depends on its batch companions), until EOS, a stop string or `dec.max_new_tokens`.
-    `record` collects every step's logits (traces; decoded without lag). `stop_table`: the tokenizer's
+    `record` collects every step's logits (traces; decoded without lag, every row kept to the end, so that
+    row r of each recorded step is row r). `stop_table`: the tokenizer's
     level-1 stop table for `dec.stop` (`stops.suspect_table`), if the caller keeps one. `stats` (a dict)
     gains the steps taken, the host's seconds reading them (`host_s`) and waiting for them (`wait_s`)."""
     b, steps = len(ids), dec.max_new_tokens
@@ -164,7 +165,7 @@ def decode(stepper, tokenizer, eos: set[int], ids: list[list[int]], logits: torc
         if not live.any():
             return False
         alive = live[rows]
-        if 4 * int((~alive).sum()) >= len(rows):
+        if record is None and 4 * int((~alive).sum()) >= len(rows):
             # finished rows leave the batch once they are a quarter of it (each step reads every row's
             # cache; each removal copies the live rows' caches once)
             keep = np.nonzero(alive)[0]

@@ -197,9 +197,13 @@ class _MixedStep(nn.Module):
 
 
 @contextlib.contextmanager
-def installed_mixed(arch: Architecture, mixed: MixedCache):
+def installed_mixed(arch: Architecture, mixed: MixedCache, watch=None):
     """Install a mixed decode batch's steps in the model for the body of the `with` (plain models: every
-    layer a full-attention layer of one type); restore everything after."""
+    layer a full-attention layer of one type); restore everything after. `watch` (`lens.ResidualTap`) sees
+    what each step hands on."""
     steps = nn.ModuleList([_MixedStep(mixed, t) for t in range(mixed.depth)])
+    if watch is not None:
+        for t, step in enumerate(steps):
+            object.__setattr__(step, "forward", watch.wrap(t, step.forward))
     with _swapped(arch, steps, lambda types: [types[0]] * mixed.depth):
         yield

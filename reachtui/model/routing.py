@@ -159,7 +159,7 @@ def identity_prefix(route, silenced=frozenset()) -> int:
 
 @contextlib.contextmanager
 def installed(arch: Architecture, route=None, silenced=frozenset(), *, force: bool = False,
-              tap: PrefillTap | None = None):
+              tap: PrefillTap | None = None, watch=None):
     """Install (route, silenced) in the model for the body of the `with`; restore everything after.
 
     For the length of a call, the model's decoder ModuleList is replaced by a ModuleList with one entry per
@@ -175,18 +175,20 @@ def installed(arch: Architecture, route=None, silenced=frozenset(), *, force: bo
     dispatched by accelerate keeps its hooks: a clone's hook wrapper is rebound to call the clone).
 
     The identity route with nothing silenced leaves the model untouched (unless `force`, for tests, or a
-    `tap`, whose wrappers go on every position).
+    `tap` or a `watch`, whose wrappers go on every position). `watch` (`reachtui.model.lens.ResidualTap`)
+    sees what each position hands on, replayed or computed.
     """
     n = arch.num_layers
     layers = tuple(range(n)) if route is None else tuple(route)
     silenced = frozenset(silenced)
-    if layers == tuple(range(n)) and not silenced and not force and tap is None:
+    if layers == tuple(range(n)) and not silenced and not force and tap is None and watch is None:
         yield
         return
     new_layers = route_layers(arch, layers, silenced)
-    if tap is not None:
-        for p, block in enumerate(new_layers):
-            object.__setattr__(block, "forward", tap.wrap(p, block.forward))
+    for wrapper in (tap, watch):
+        if wrapper is not None:
+            for p, block in enumerate(new_layers):
+                object.__setattr__(block, "forward", wrapper.wrap(p, block.forward))
     with _swapped(arch, new_layers, lambda types: [types[i] for i in layers]):
         yield
 

@@ -22,6 +22,7 @@ import threading
 import torch
 
 from reachtui.errors import EnvironmentFault, ReachError
+from reachtui.model import lens
 from reachtui.model import mixed as mixed_batch
 from reachtui.model import routing
 from reachtui.model.prefix import PrefixStore, Recording, padded
@@ -29,7 +30,7 @@ from reachtui.model.decode import decode, eos_ids, pad_id
 from reachtui.model.memory import is_oom, keep_freed_memory
 from reachtui.model.steppers import FullStepper, GrowingStepper
 from reachtui.model.stops import suspect_table
-from reachtui.generation import Decoding, Generation, prompt_ids, prompt_token_counts
+from reachtui.generation import Decoding, Generation, LensRow, Traced, prompt_ids, prompt_token_counts
 from reachtui.intervention import Intervention
 from reachtui.routes import Route, identity, validate_route
 
@@ -90,6 +91,7 @@ class Runner:
         #: decoding so far (benchmarks read it): eager steps, CUDA graphs captured, graph replays, steps of the
         #: decoding loop and the host's seconds reading their tokens (`host_s`) and waiting for them (`wait_s`)
         self.stats = {"eager": 0, "captures": 0, "replays": 0, "steps": 0, "host_s": 0.0, "wait_s": 0.0}
+        self.traces = lens.Traces()             # the last traced generations (`inspect`), for ranks and lens
 
     # ------------------------------------------------------------------ public
 
@@ -378,13 +380,13 @@ class Runner:
         return results
 
     def _generate_mixed(self, ids: list[list[list[int]]], plans: list[Intervention], seeds: list[list[int]],
-                        dec: Decoding) -> list[list[Generation]]:
+                        dec: Decoding, record: list | None = None, watch=None) -> list[list[Generation]]:
         """Plan k over its prompts ids[k] (sorted by length), for every k, in one decode batch: each plan's
         prompts are prefilled under its own installation straight into the batch's cache (in sub-batches,
         as `_generate_batch` does; the positions it shares with the identity replayed from each prompt's own
         recording, `reachtui.model.prefix`), then all rows decode together."""
         width = max(len(x) for rows in ids for x in rows)
-        full = self._full(None)
+        full = self._full(record)
 
         def prefill_of(n: int, iv: Intervention):
             rows = ids[n]
@@ -399,28 +401,32 @@ class Runner:
             return groups, inputs, tap, records, depth if recs else 0
 
         return self._mixed_decode(plans, [len(rows) for rows in ids], width, dec, [x for rows in ids for x in rows],
-                                  [s for ss in seeds for s in ss], prefill_of, full)
+                                  [s for ss in seeds for s in ss], prefill_of, full, record, watch)
 
     def _mixed_decode(self, plans: list[Intervention], row_counts: list[int], width: int, dec: Decoding,
-                      flat_ids: list[list[int]], flat_seeds: list[int], prefill_of, full: bool
-                      ) -> list[list[Generation]]:
+                      flat_ids: list[list[int]], flat_seeds: list[int], prefill_of, full: bool,
+                      record: list | None = None, watch=None) -> list[list[Generation]]:
         """One mixed decode batch (`mixed.py`): plan j's `row_counts[j]` rows prefilled under its own
         installation straight into the batch's cache (`prefill_of(j, plan)` gives the prefill's groups,
-        inputs, tap, records and replayed depth), then every row decoded together; per plan its generations."""
+        inputs, tap, records and replayed depth), then every row decoded together; per plan its generations.
+        `record` and `watch` (a `lens.PairTap`: each plan's prefill, then the batch's steps) read a traced
+        call (`lens.inspect_pair`)."""
         mixed = mixed_batch.MixedCache(self.arch, plans, row_counts, self._capacity(width, dec, full), full=full)
         logits, masks = [], []
         with torch.inference_mode():
             for j, iv in enumerate(plans):
                 groups, inputs, tap, records, depth = prefill_of(j, iv)
-                with routing.installed(self.arch, iv.route.layers, iv.silenced, tap=tap):
+                with routing.installed(self.arch, iv.route.layers, iv.silenced, tap=tap,
+                                       watch=None if watch is None else watch.prefills[j]):
                     _, attention, first = self._prefill(groups, inputs, width, dec, tap, records, depth,
                                                         cache=mixed.plan_cache(j))
                 logits.append(first)
                 masks.append(attention)
             mixed.close(width)
-            with mixed_batch.installed_mixed(self.arch, mixed):
+            with mixed_batch.installed_mixed(self.arch, mixed, watch=None if watch is None else watch.steps):
                 gens = self._decode(mixed, torch.cat(masks), torch.cat(logits), flat_ids, flat_seeds, dec,
-                                    [len(iv.route) for iv, n in zip(plans, row_counts) for _ in range(n)], None, full)
+                                    [len(iv.route) for iv, n in zip(plans, row_counts) for _ in range(n)], record,
+                                    full)
         out, at = [], 0
         for n in row_counts:
             out.append(gens[at: at + n])
@@ -473,13 +479,36 @@ class Runner:
             [(_, [gen])] = list(self._generate_batch([ids], [iv], [[seed]], decoding, record=record, force=force))
         return gen, torch.cat(record, dim=0)
 
+    # ------------------------------------------------- one generation read token by token (`lens.py`)
+
+    def inspect(self, prompt: str, interventions, *, decoding: Decoding = Decoding(), seed: int = 0,
+                top: int = 5) -> list[Traced]:
+        """`prompt` under each intervention as `generate` decodes it, with every step's logits and the residual
+        stream after every route position kept (`Traced.key`), and each step's `top` tokens; several
+        interventions decode as one batch where the model allows it."""
+        return lens.inspect(self, prompt, interventions, decoding, seed, top)
+
+    def ranks(self, key: int, step: int, ids) -> list[tuple[int, float]]:
+        return lens.ranks(self, key, step, ids)
+
+    def lens(self, key: int, step: int, ids) -> list[LensRow]:
+        return lens.lens(self, key, step, ids)
+
+    def continuation(self, prompt: str, text: str) -> list[int]:
+        return lens.continuation(self, prompt, text)
+
+    def token_texts(self, ids) -> list[str]:
+        return lens.token_texts(self, ids)
+
     # ------------------------------------------------------------------ internals
 
     def _generate_batch(self, ids: list[list[int]], plans: list[Intervention], seeds: list[list[int]], dec: Decoding,
-                        *, ids_of: list[int] | None = None, record: list | None = None, force: bool = False):
+                        *, ids_of: list[int] | None = None, record: list | None = None, force: bool = False,
+                        watch=None):
         """One decode batch (rows sorted by length) under each plan (route, silenced) in turn; yields
         (plan id, generations). The prompts' unique token sequences are prefilled once per plan, in
-        sub-batches, from a shared identity prefill where the plan starts like the identity."""
+        sub-batches, from a shared identity prefill where the plan starts like the identity. `watch`: a
+        `lens.ResidualTap` on every route position (a traced call of one plan)."""
         ids_of = ids_of if ids_of is not None else list(range(len(plans)))
         uniq: dict[tuple, int] = {}
         row_of = [uniq.setdefault(tuple(x), len(uniq)) for x in ids]
@@ -507,8 +536,8 @@ class Runner:
         for pid, iv, row_seeds, d in zip(ids_of, plans, seeds, depths):
             route, silenced = iv.route, iv.silenced
             d = min(d, share)
-            with routing.installed(self.arch, route.layers, silenced, force=force, tap=tap if d else None), \
-                    torch.inference_mode():
+            with routing.installed(self.arch, route.layers, silenced, force=force, tap=tap if d else None,
+                                   watch=watch), torch.inference_mode():
                 cache, attention, logits = self._prefill(groups, inputs, width, dec, tap if d else None,
                                                          records, d, full=full)
                 if len(unique) < len(ids):   # identical prompts: one prefill, copied to every row

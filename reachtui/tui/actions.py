@@ -61,6 +61,18 @@ ACTIONS: tuple[Action, ...] = (
            "Re-open a stored exploration and list the questions it changed", show=False, palette="run: explorations…"),
     Action("live.cancel", "c", "app.cancel_work", "Cancel", "Cancel a running apply", show=False),
     Action("view.charts", "v", "app.charts", "Charts", "MLP scan, reachable@k, pass@k"),
+    Action("view.trace", "t", "toggle_trace", "Trace",
+           "Show/hide the trace pane in place of the detail: where the edited layers change the answer (the first "
+           "differing token, the top-5 under each, the gold's rank, the logit lens along the route)",
+           palette="view: trace pane (divergence and logit lens)"),
+    Action("trace.left", "less_than_sign", "trace_move(-1)", "◂ token", "Read the trace one token earlier",
+           show=False, key_display="<"),
+    Action("trace.right", "greater_than_sign", "trace_move(1)", "token ▸", "Read the trace one token later",
+           show=False, key_display=">"),
+    Action("view.lens_sort", "L", "app.lens_sort", "Lens sort",
+           "Sort the failure set shown by the logit lens: the gold token pushed out of the top-5 latest "
+           "along the route first (as `reachtui export lens` tabulates it)", show=False,
+           palette="sort: failure set by the logit lens"),
     Action("view.intervals", "i", "app.intervals", "Intervals",
            "Show/hide per probe reachable, gap, retained, chance control and excess with 95% intervals "
            "(as the summary export writes them) in the question pane's place", show=False),

@@ -27,7 +27,7 @@ from reachtui.errors import DamagedStore, ReachError, sqlite_fault
 from reachtui.tui import actions
 from reachtui.tui.data import AuditData, RunInfo
 from reachtui.tui.intervention import LayerEditor
-from reachtui.tui.messages import EngineProgress, LiveDone, ModelState, RowsLoaded
+from reachtui.tui.messages import EngineProgress, LensSorted, LiveDone, ModelState, RowsLoaded, TraceDone
 from reachtui.tui.palette import ReachCommands
 from reachtui.tui.screens.main import MainScreen, shown_path
 from reachtui.tui.state import QRow
@@ -99,6 +99,8 @@ class ReachApp(App[None]):
         self.last_live: dict[str, Any] | None = None
         self.last_apply: dict[str, Any] | None = None
         self.last_exploration: int | None = None
+        self.last_trace = None        # the trace pane's trace (`reachtui.engine.trace.Trace`)
+        self.lens_sorts: dict[tuple[int, str], list[dict[str, Any]]] = {}   # (run, probe) -> the lens over its set
         self.first_paint_s: float | None = None
         self.ready_at: float | None = None
 
@@ -374,6 +376,89 @@ class ReachApp(App[None]):
         self.last_live = msg.result
         self.main.show_live(msg.result)
 
+    # ---- the trace pane: divergence and logit lens (reachtui.engine.trace) ------------------------
+
+    def start_trace(self, question: dict, iv: LayerEditor | None, position: int | None = None) -> None:
+        """Trace `question` under `iv` in a worker; a newer request cancels an older one."""
+        self._trace_worker(question, iv, position)
+
+    @work(thread=True, exclusive=True, group="trace", exit_on_error=False, name="trace")
+    def _trace_worker(self, question: dict, iv: LayerEditor | None, position: int | None) -> None:
+        from reachtui.engine.trace import Cancelled, trace_question
+
+        worker = get_current_worker()
+        runner = self.ensure_runner()
+        if iv is None or iv.num_layers != runner.num_layers:
+            iv = LayerEditor.identity(runner.num_layers)
+        try:
+            trace = trace_question(runner, self.protocol(), question, iv.value, position=position,
+                                   cancelled=lambda: worker.is_cancelled)
+        except Cancelled:
+            return
+        if not worker.is_cancelled:
+            self.post_message(TraceDone(trace))
+
+    def move_trace(self, position: int) -> None:
+        """The trace on screen, read at another token (no generation: the runner kept its streams)."""
+        self._trace_move_worker(self.last_trace, position)
+
+    @work(thread=True, exclusive=True, group="trace", exit_on_error=False, name="trace")
+    def _trace_move_worker(self, trace, position: int) -> None:
+        from reachtui.engine.trace import move
+
+        moved = move(self.runner, trace, position)
+        if not get_current_worker().is_cancelled:
+            self.post_message(TraceDone(moved))
+
+    @on(TraceDone)
+    def _trace_done(self, msg: TraceDone) -> None:
+        self.last_trace = msg.trace
+        self.main.show_trace(msg.trace)
+
+    def action_lens_sort(self) -> None:
+        """Sort the failure set shown by the logit lens over its members (computed once per run and set)."""
+        from reachtui.tui.state import Filter, apply_filter
+
+        main, run = self.main, self.run_info
+        if run is None or main.filter.kind != "failure":
+            self.notify("show a failure set first (f): L sorts it by the logit lens", severity="warning")
+            return
+        probe = main.filter.probe
+        done = self.lens_sorts.get((run.id, probe))
+        if done is not None:
+            main.sort_by_lens(probe, done)
+            return
+        keys = [r.key for r in apply_filter(self.all_rows, run.probes, Filter("failure", probe),
+                                            members=main.members_of(probe))]
+        self.notify(f"tracing the {len(keys)} members of the failure set ({probe}) through the logit lens …",
+                    title="lens sort")
+        self._lens_sort_worker(run.id, probe, [self.data.question(k) for k in keys])
+
+    @work(thread=True, exclusive=True, group="lens", exit_on_error=False, name="lens sort")
+    def _lens_sort_worker(self, run_id: int, probe: str, questions: list[dict]) -> None:
+        from reachtui.engine.trace import Cancelled, lens_rows
+
+        worker = get_current_worker()
+        runner = self.ensure_runner()
+        try:
+            rows = lens_rows(runner, self.protocol(), questions, cancelled=lambda: worker.is_cancelled)
+        except Cancelled:
+            return
+        if not worker.is_cancelled:
+            self.post_message(LensSorted(run_id, probe, rows))
+
+    @on(LensSorted)
+    def _lens_sorted(self, msg: LensSorted) -> None:
+        from reachtui.engine.trace import TOP_K
+        from reachtui.tables.lens import lens_table
+
+        self.lens_sorts[(msg.run_id, msg.probe)] = msg.rows
+        if self.run_info is not None and self.run_info.id == msg.run_id:
+            self.main.sort_by_lens(msg.probe, msg.rows)
+        note = lens_table(msg.rows, run_id=msg.run_id, set_name=f"failure:{msg.probe}", k=TOP_K).notes[-1] \
+            if msg.rows else "the failure set is empty"
+        self.notify(f"{note}; sorted: the latest push first", title="lens sort", timeout=10)
+
     def apply_intervention(self, probe: str) -> None:
         """Apply the edited intervention to failure:<probe> and the realized set (an engine job), or, when the
         run already holds that exploration complete, re-open it."""
@@ -557,6 +642,8 @@ class ReachApp(App[None]):
             self.reload(force=True)
         if worker.group == "live":
             self.main.live_failed(f"live run failed: {line}")
+        if worker.group == "trace":
+            self.main.trace_failed(f"trace failed: {line}")
 
     def farewell(self) -> str | None:
         """The line the terminal keeps after quitting: where the open run is, and how to come back to it."""

@@ -40,3 +40,19 @@ class LiveDone(Message):
     def __init__(self, result: dict[str, Any]) -> None:
         super().__init__()
         self.result = result
+
+
+class TraceDone(Message):
+    """A trace of the selected question (`reachtui.engine.trace.Trace`) for the trace pane."""
+
+    def __init__(self, trace) -> None:
+        super().__init__()
+        self.trace = trace
+
+
+class LensSorted(Message):
+    """The logit lens over a failure set's members (`reachtui.engine.trace.lens_rows`), to sort it by."""
+
+    def __init__(self, run_id: int, probe: str, rows: list[dict[str, Any]]) -> None:
+        super().__init__()
+        self.run_id, self.probe, self.rows = run_id, probe, rows

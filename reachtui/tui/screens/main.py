@@ -25,6 +25,7 @@ from reachtui.tui.widgets.fitted import Fitted
 from reachtui.tui.widgets.footer import FittingFooter
 from reachtui.tui.widgets.panes import DetailPane, IntervalsPane, LivePane, RunHeader
 from reachtui.tui.widgets.question_table import QuestionTable, header_text
+from reachtui.tui.widgets.trace_pane import TracePane
 
 _ABSENT = object()   # a question without the metadata key a filter asks for
 
@@ -52,6 +53,8 @@ class MainScreen(Screen):
         self.counters: Counters | None = None
         self.intervention: LayerEditor | None = None
         self.detail_timer = None
+        self.lens_order: dict[str, dict[str, int]] = {}   # probe -> qid -> place (the failure set sorted by the lens)
+        self.trace_target: int | None = None    # the token `<` / `>` asked for, while a move is on its way
 
     def compose(self) -> ComposeResult:
         yield RunHeader(id="header")
@@ -63,6 +66,7 @@ class MainScreen(Screen):
                 yield DetailPane(id="detail")
                 yield IntervalsPane(id="intervals")
                 yield LivePane(id="live")
+                yield TracePane(id="trace")
         yield LayerStrip(id="layers")
         with Horizontal(id="search-row"):    # one line over the status line, which stays
             yield Static("search ", id="search-label")
@@ -97,6 +101,7 @@ class MainScreen(Screen):
 
     def reset_view(self) -> None:
         self.members.clear()
+        self.lens_order.clear()
         self.filter = Filter()
         self.found = None
 
@@ -119,7 +124,11 @@ class MainScreen(Screen):
                        if same_value(meta.get(self.filter.probe, _ABSENT), self.filter.value)}
         else:
             members = self.members_of(self.filter.probe) if self.filter.kind == "failure" else None
-        return apply_filter(self.app.all_rows, run.probes, self.filter, members=members, found=self.found)
+        rows = apply_filter(self.app.all_rows, run.probes, self.filter, members=members, found=self.found)
+        order = self.lens_order.get(self.filter.probe) if self.filter.kind == "failure" else None
+        if order:           # L: the failure set sorted by the logit lens
+            rows = sorted(rows, key=lambda r: order.get(r.qid, len(order)))
+        return rows
 
     def apply_view(self, new_view: bool = True) -> None:
         """Show the rows of the filter (`new_view`: another filter, whose rows start at the top unless the
@@ -144,6 +153,8 @@ class MainScreen(Screen):
         parts = [(Text(f"filter: {label} — {shown} of {total} questions{note}"), 9)]
         if self.found is not None:
             parts.append((Text("escape clears the search"), 2))
+        if self.filter.kind == "failure" and self.filter.probe in self.lens_order:
+            parts.append((Text("sorted by the logit lens (L)"), 3))
         if app.last_export is not None:
             parts.append(([Text(f"exported → {shown_path(app.last_export)}"), Text(f"exported → {app.last_export.name}")], 5))
         self.query_one("#status", Fitted).show(parts)
@@ -179,6 +190,15 @@ class MainScreen(Screen):
     def live_failed(self, line: str) -> None:
         self.query_one(LivePane).clear(line)
         self._front("live")
+
+    def show_trace(self, trace) -> None:
+        self.query_one(TracePane).show(trace, self.query_one(LayerStrip).position)
+        target, self.trace_target = self.trace_target, None
+        if target is not None and target != trace.position:      # keys pressed while it was on its way
+            self._move_trace_to(target)
+
+    def trace_failed(self, line: str) -> None:
+        self.query_one(TracePane).clear(line)
 
     def show_applied(self, info: dict[str, Any]) -> None:
         self.query_one(LivePane).applied(info)
@@ -303,6 +323,9 @@ class MainScreen(Screen):
         except NoMatches:  # the timer fired while the app was closing
             return
         row, data, run = self.current_row(), self.app.data, self.app.run_info
+        if self.tracing:            # the detail is hidden: drawn again when the pane goes (`action_toggle_trace`)
+            self.request_trace()
+            return
         if row is None or data is None or run is None:
             detail.show(None, None, [])
             return
@@ -315,8 +338,11 @@ class MainScreen(Screen):
     # ---- the layer strip --------------------------------------------------------------------------
 
     def set_intervention(self, iv: LayerEditor) -> None:
+        changed = iv != self.intervention
         self.intervention = iv
         self.query_one(LayerStrip).intervention = iv
+        if changed and self.tracing:        # silencing a block shows on the lens at once
+            self.request_trace()
 
     def _need_layers(self) -> bool:
         if self.intervention is None:
@@ -329,6 +355,8 @@ class MainScreen(Screen):
         if self._need_layers():
             strip = self.query_one(LayerStrip)
             strip.position = strip.position + step
+            if self.tracing and self.app.last_trace is not None:      # the lens strip follows the cursor
+                self.query_one(TracePane).show(self.app.last_trace, strip.position)
 
     def edit_layer(self, op: str, layer: int | None = None) -> None:
         if not self._need_layers():
@@ -377,9 +405,66 @@ class MainScreen(Screen):
             wait = " … (waits for the model between audit batches)"
         else:
             wait = " …"
+        if self.tracing:            # the pane shows the edited output, its answer and its tokens: no second run
+            self.request_trace()
+            self.query_one(LivePane).clear(f"live run of {row.qid} under {what}: in the trace pane (t)")
+            return
         self.query_one(LivePane).busy(f"running {row.qid} under {what}{wait}", qid=row.qid)
         self._front("live")
         self.app.start_live_run(run, data.question(row.key), data.default_attempt(run.id, row.key), self.intervention)
+
+    # ---- the trace pane ---------------------------------------------------------------------------
+
+    @property
+    def tracing(self) -> bool:
+        """The trace pane is shown (in place of the detail and the live result: app.tcss, `#right.-trace`)."""
+        try:
+            return self.query_one("#right").has_class("-trace")
+        except NoMatches:       # the app is closing
+            return False
+
+    def action_toggle_trace(self) -> None:
+        on = not self.tracing
+        self.query_one("#right").set_class(on, "-trace")
+        if on:
+            self.request_trace()
+        else:
+            self._show_detail()
+
+    def request_trace(self, position: int | None = None) -> None:
+        """Trace the selected question under the edited layers (the app's worker; a newer request wins)."""
+        row, data, run = self.current_row(), self.app.data, self.app.run_info
+        if row is None or data is None or run is None:
+            self.query_one(TracePane).clear("trace: no question selected")
+            return
+        what = self.intervention.describe() if self.intervention else "default"
+        self.trace_target = None
+        self.query_one(TracePane).busy(f"tracing {row.qid} under {what} …")
+        self.app.start_trace(data.question(row.key), self.intervention, position)
+
+    def action_trace_move(self, step: int) -> None:
+        trace, row = self.app.last_trace, self.current_row()
+        if not self.tracing or trace is None or row is None or trace.qid != row.qid:
+            return
+        start = trace.position if self.trace_target is None else self.trace_target
+        self._move_trace_to(max(0, min(start + step, trace.longest - 1)))
+
+    def _move_trace_to(self, position: int) -> None:
+        """Read the trace on screen at token `position`; while a trace or a move is on its way, remember it
+        (`show_trace` moves there once that one arrives)."""
+        if any(w.group == "trace" and w.is_running for w in self.app.workers):
+            self.trace_target = position
+        elif position != self.app.last_trace.position:
+            self.trace_target = position
+            self.app.move_trace(position)
+
+    def sort_by_lens(self, probe: str, rows: list[dict[str, Any]]) -> None:
+        """Order failure set `probe` by the logit lens over its members (`reachtui.tables.lens.lens_order`)."""
+        from reachtui.tables.lens import lens_order
+
+        self.lens_order[probe] = {qid: i for i, qid in enumerate(lens_order(rows))}
+        if self.filter.kind == "failure" and self.filter.probe == probe:
+            self.apply_view()
 
     def apply_probe(self) -> str | None:
         """The failure set `A` applies to: the one shown, else the one the MLP scan ran on, else the first."""
