@@ -70,6 +70,10 @@ def mlp_lines(store, run_id: int) -> list[str]:
             out.append(f"MLP scan on {name}: the failure set is empty (|R| = {mine[0]['realized_n']}): no best block")
             continue
         most, net = best
+        if most["repaired"] == 0:       # no "most repairs" where nothing was repaired
+            out.append(f"MLP scan on {name} (|F| = {most['failure_n']}, |R| = {most['realized_n']}): no silenced "
+                       f"block repairs any question of the failure set")
+            continue
         line = (f"MLP scan on {name} (|F| = {most['failure_n']}, |R| = {most['realized_n']}): most repairs = "
                 f"layer {most['layer']}: repairs {most['repaired']}/{most['failure_n']} "
                 f"({percent(most['repair_rate'])}%), breaks {most['broken']}/{most['realized_n']} "
