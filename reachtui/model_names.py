@@ -4,7 +4,7 @@ one model per adapter folder (two folders of one name, checkpoint-500 of two tra
 same folder is always the same model, so its runs resume and `--run NAME` finds them).
 
 Stores written before this rule called such a model `BASE+/the/adapter/path`; `renamed_adapter` gives such a
-name's new form, and a writer's migration to schema 8 renames them (`reachtui.store_schema`). Pure Python: the
+name's new form, and a writer's migration to schema 8 renames them (`reachtui.store.schema`). Pure Python: the
 model room names models with it, the store migrates with it.
 """
 

@@ -45,7 +45,7 @@ def copy_of_the_package(tmp_path: Path) -> Path:
     ("tables/summary.py", "from reachtui.engine.plan import Work",
      ["reachtui.tables is not allowed to import reachtui.engine", "reachtui.tables.summary -> reachtui.engine.plan"]),
     # torch outside the model room
-    ("store.py", "import torch",
+    ("store/__init__.py", "import torch",
      ["torch, transformers and their kin are imported only in reachtui/model/ BROKEN", "reachtui.store -> torch"]),
     # pandas outside reachtui.api: the extras' wall
     ("plots/files.py", "import pandas", ["reachtui.plots.files -> pandas"]),
@@ -61,7 +61,7 @@ def test_a_forbidden_import_breaks_its_contract(tmp_path, module, added, says):
 
 
 #: Modules whose SQL runs on the store's connection: the store's own.
-STORE_MODULES = {"store.py", "store_queries.py", "store_outcomes.py", "store_schema.py"}
+STORE_MODULES = {"store/__init__.py", "store/queries.py", "store/outcomes.py", "store/schema.py"}
 #: Others that run SQL, and on what (never the store).
 OWN_DATABASES = {"tables/table.py": "--where/--order run on a private in-memory copy of a built table"}
 SQL_CALLS = {"execute", "executemany", "executescript", "create_function"}

@@ -15,7 +15,7 @@ import pytest
 from conftest import fresh_python, run_main
 
 from reachtui.errors import ReachError
-from reachtui.store_schema import SCHEMA_VERSION
+from reachtui.store.schema import SCHEMA_VERSION
 from reachtui.tasks import Fields, load_task
 
 ROWS = [
