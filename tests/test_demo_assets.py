@@ -7,7 +7,7 @@ import json
 import pytest
 
 from reachtui.assets import DEMO_MODEL_DIR, DEMO_TASK_PATH
-from reachtui.demo_task import (
+from reachtui.tasks.demo import (
     PROMPT_TEMPLATE,
     TASK_SEED,
     TASK_SIZE,

@@ -117,7 +117,7 @@ def task_of(path: Path, fields=None, name: str | None = None):
     """The task an Inspect log's samples carry (`reachtui import LOG` without --task): per sample id (its first
     epoch), the question from `input`, the gold from `target` (the first of a list), its `choices`, and its
     metadata as the question's (reachtui's own key left out). Fields the user names override these."""
-    from reachtui.task_sources import canonical
+    from reachtui.tasks.sources import canonical
     from reachtui.tasks import Fields, task_from_records
 
     _header, samples = open_log(path)
@@ -134,7 +134,7 @@ def task_of(path: Path, fields=None, name: str | None = None):
         records.append((n, record))
     fields = fields or Fields()
     mapping = Fields(question=fields.question or "input", answer=fields.answer or "target", id=fields.id or "id",
-                     choices=fields.choices, preset=fields.preset)
+                     choices=fields.choices, field_map=fields.field_map)
     return task_from_records(records, name=name or path.name.removesuffix(".eval").removesuffix(".json"),
                              path=str(path.resolve()), fingerprint=canonical(records),
                              shown=f"{path} sample", fields=mapping, fixed_fingerprint=False)

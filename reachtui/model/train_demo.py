@@ -1,5 +1,5 @@
 """Train the bundled demo model from scratch: a tiny character-level LlamaForCausalLM that solves the
-demo arithmetic word problems (reachtui.demo_task) — sometimes.
+demo arithmetic word problems (reachtui.tasks.demo) — sometimes.
 
     python -m reachtui.model.train_demo --out assets/models/demo
 
@@ -8,7 +8,7 @@ of CPU, rerunning the default command reproduces the shipped `model.safetensors`
 weights do not depend on the torch thread count (1 and 2 threads gave identical bytes). The default is
 two threads (fastest on 2 idle cores); on a 2-core machine shared with other jobs, `--threads 1` is
 several times faster than 2 and gives the same model. The training stream comes from
-`reachtui.demo_task.training_items`, which never yields a question of the shipped demo task. The loss
+`reachtui.tasks.demo.training_items`, which never yields a question of the shipped demo task. The loss
 is on the answer only (the worked solution, the closing newline and EOS), not on the question.
 
 The result is saved with `save_pretrained(safe_serialization=True)` (float32) together with a
@@ -25,7 +25,7 @@ import random
 import time
 from pathlib import Path
 
-from reachtui.demo_task import PROMPT_TEMPLATE, TRAIN_SEED, format_prompt, iter_items, training_items
+from reachtui.tasks.demo import PROMPT_TEMPLATE, TRAIN_SEED, format_prompt, iter_items, training_items
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = [PAD, BOS, EOS, UNK]
@@ -125,7 +125,7 @@ def _pad_batch(group, pad_id: int):
 def held_out_items(n: int, seed: int, exclude: set[str]) -> list:
     """`n` distinct problems of the stream for `seed` for a greedy check during training: neither `exclude`
     (the training prompts) nor demo-task questions."""
-    from reachtui.demo_task import demo_question_texts
+    from reachtui.tasks.demo import demo_question_texts
 
     seen, out = set(exclude) | demo_question_texts(), []
     for item in iter_items(seed):

@@ -31,7 +31,7 @@ def train_lora(out: Path, *, steps: int = 8, batch_size: int = 16, lr: float = 3
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from reachtui.demo_task import training_items
+    from reachtui.tasks.demo import training_items
     from reachtui.model.load import quiet_transformers
     from reachtui.model.train_demo import _encode_examples, _pad_batch
 

@@ -15,7 +15,7 @@ took 9.8 min on the shared 2-core CPU (6-8 s a step; tests/bench/time_grpo_trl.p
 8 completions per prompt with reachtui's own Runner and fine-tunes on the correct ones of prompts whose
 greedy answer was wrong (loss on the completion only). The model card gives what each recipe measured.
 
-The prompts come from `reachtui.demo_task.training_items` with a seed other than the demo model's
+The prompts come from `reachtui.tasks.demo.training_items` with a seed other than the demo model's
 training stream, and never include a question of the shipped demo task. A fixed seed and one thread
 make the run repeatable on the same CPU. The tokenizer is the demo model's, copied unchanged.
 """
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from reachtui.assets import DEMO_MODEL_DIR
-from reachtui.demo_task import format_prompt, training_items
+from reachtui.tasks.demo import format_prompt, training_items
 from reachtui.model.train_demo import held_out_items
 from reachtui.grading import grade
 

@@ -13,7 +13,7 @@ import tempfile
 import time
 
 from reachtui.assets import DEMO_MODEL_DIR
-from reachtui.demo_task import format_prompt, training_items
+from reachtui.tasks.demo import format_prompt, training_items
 from reachtui.grading import grade
 
 
