@@ -47,8 +47,8 @@ def copy_of_the_package(tmp_path: Path) -> Path:
     # torch outside the model room
     ("store/__init__.py", "import torch",
      ["torch, transformers and their kin are imported only in reachtui/model/ BROKEN", "reachtui.store -> torch"]),
-    # pandas outside reachtui.api: the extras' wall
-    ("plots/files.py", "import pandas", ["reachtui.plots.files -> pandas"]),
+    # pandas outside reachtui.reports.api: the extras' wall
+    ("reports/plots/files.py", "import pandas", ["reachtui.reports.plots.files -> pandas"]),
 ])
 def test_a_forbidden_import_breaks_its_contract(tmp_path, module, added, says):
     copy = copy_of_the_package(tmp_path)

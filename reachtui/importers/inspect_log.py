@@ -14,7 +14,7 @@ An `.eval` log is read sample by sample (`read_eval_log_samples`: one sample in 
 samples give the questions (`task_of`): `input` (a chat's user turns), `target`, `id`, `choices` and the
 sample's metadata.
 
-A log written by `reachtui export inspect` (`reachtui.inspect_export`) is read back as it was written:
+A log written by `reachtui export inspect` (`reachtui.reports.inspect_export`) is read back as it was written:
 its epochs are the attempts of the probe it names, and each question's realized output and the mean
 log-probs come from the samples' metadata, unless --realized-epoch asks for the rule above.
 """
@@ -30,7 +30,7 @@ from reachtui.importers.records import Parsed, Record
 from reachtui.probes import registry
 
 
-#: The metadata key of a log (and of its samples) written by reachtui (`reachtui.inspect_export`).
+#: The metadata key of a log (and of its samples) written by reachtui (`reachtui.reports.inspect_export`).
 KEY = "reachtui"
 
 

@@ -1,4 +1,5 @@
-"""reachtui's Python API: an audit store's runs and tables as rows (or pandas DataFrames), for notebooks.
+"""reachtui's Python API: an audit store's runs and tables as rows (or pandas DataFrames), for notebooks
+(imported as `reachtui.api`, which hands these names on).
 
     from reachtui import api
 
