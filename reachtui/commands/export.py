@@ -313,7 +313,7 @@ def _stored_table(name: str, runs: tuple[str, ...], store_path: str | None, allo
 def _lens_table(runs: tuple[str, ...], store_path: str | None, probe: str | None):
     """`export lens`: the logit lens over the members of one run's frozen failure:PROBE, computed with the
     run's model under the run's protocol (`reachtui.engine.trace.lens_rows`; the store is only read)."""
-    from reachtui.commands.trace import stored_model
+    from reachtui.model_names import stored_model
     from reachtui.reports.inspect_export import default_probe
     from reachtui.tables import run_probes
 
@@ -337,7 +337,7 @@ def _lens_table(runs: tuple[str, ...], store_path: str | None, probe: str | None
     from reachtui.commands.options import set_threads
 
     set_threads(None)           # torch's threads: the free cores (a busy machine slows down with more)
-    model = stored_model(row)
+    model = stored_model(row["model"], row.get("model_path"))
     loadable(model, protocol.max_new_tokens, allow_download=False, allow_pickle=False, allow_missing_weights=False)
     rows = lens_rows(load_runner(model), protocol, questions)
     return lens_table(rows, run_id=run_id, set_name=fs["name"], k=TOP_K)

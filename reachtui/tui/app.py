@@ -24,6 +24,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from reachtui.engine.progress import APPLY, DONE
 from reachtui.errors import DamagedStore, ReachError, sqlite_fault
+from reachtui.model_names import stored_model
 from reachtui.tui import actions
 from reachtui.tui.data import AuditData, RunInfo
 from reachtui.tui.intervention import LayerEditor
@@ -291,7 +292,7 @@ class ReachApp(App[None]):
         run = self.run_info
         if run is None:
             raise ReachError("no run is open, so there is no model to load")
-        return run.model_path if run.model_path and Path(run.model_path).exists() else run.model
+        return stored_model(run.model, run.model_path)
 
     def ensure_runner(self):
         """The loaded model's Runner, loading it (once) in the calling worker thread."""
