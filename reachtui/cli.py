@@ -13,7 +13,7 @@ import click
 from click_default_group import DefaultGroup
 
 from reachtui import __version__
-from reachtui.errors import EXIT_ENVIRONMENT, EXIT_INPUT, EXIT_INTERNAL, ReachError
+from reachtui.errors import EXIT_ENVIRONMENT, EXIT_INPUT, EXIT_INTERNAL, ReachError, error_line, first_line
 
 #: Set by `reachtui --debug` (or REACHTUI_DEBUG=1): errors show their traceback too.
 _debug = {"on": False}
@@ -59,19 +59,21 @@ cli.add_command(serve_cmd)
 cli.add_command(trace_cmd)
 
 
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__
+def _one_line(message: str) -> str:
+    """click's message (its usage errors) on one line."""
+    return " ".join(message.split())
 
 
 def _lines_joined(exc: BaseException) -> str:
+    """A ReachError's message whole, on one line: reachtui's own words are never cut (a library's error,
+    where only the first line says something, is `reachtui.errors.first_line`)."""
     return " ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or type(exc).__name__
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """A library's warning as one line of reachtui's own: its message's first line, without the source file
     and the code line Python adds (the warnings that say nothing to a user are filtered where they arise)."""
-    click.echo(f"warning: {_one_line(message)[:400]}", err=True)
+    click.echo(f"warning: {first_line(message, 400)}", err=True)
 
 
 def _fail(line: str, code: int) -> None:
@@ -149,8 +151,7 @@ def _main(argv: list[str] | None) -> None:
         fault = _environment_fault(exc)
         if fault is not None:
             _fail(f"error: {_lines_joined(fault)}", fault.exit_code)
-        _fail(f"error: internal error: {type(exc).__name__}: {_one_line(exc)[:500]} "
-              f"(run with --debug for the traceback)", EXIT_INTERNAL)
+        _fail(f"error: internal error: {error_line(exc, 500)} (run with --debug for the traceback)", EXIT_INTERNAL)
 
 
 if __name__ == "__main__":

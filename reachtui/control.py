@@ -199,7 +199,7 @@ def run_control(store: Store, run_id: int, protocol: Protocol | None,
     return rc
 
 
-# ---- the pass of a finished run, stored (tables `outcomes`, `outcome_runs`: reachtui.store_schema) --------
+# ---- the pass of a finished run, stored (tables `outcomes`, `outcome_runs`: reachtui.store.schema) --------
 
 #: Bump with any change to what the pass computes (`_fold_groups` and what it calls): a stored pass made
 #: under other definitions (or by another reachtui version) is not read.

@@ -65,6 +65,16 @@ def first_line(exc: BaseException, limit: int | None = None) -> str:
     return line if limit is None else line[:limit]
 
 
+def error_line(exc: BaseException, limit: int | None = None) -> str:
+    """An error in one line where nothing else says what kind it is (the app's notices, an internal error):
+    a ReachError's `first_line`, any other exception's type and first line ("OSError: [Errno 28] No space
+    left on device"), its type alone when it has no message."""
+    line = first_line(exc)
+    if not isinstance(exc, (ReachError, KeyError)) and line != type(exc).__name__:
+        line = f"{type(exc).__name__}: {line}"
+    return line if limit is None else line[:limit]
+
+
 def _sqlite_code(exc: sqlite3.Error) -> int | None:
     code = getattr(exc, "sqlite_errorcode", None)
     if code is not None:
@@ -85,7 +95,7 @@ def sqlite_fault(exc: BaseException, path) -> EnvironmentFault | None:
     if not isinstance(exc, sqlite3.Error):
         return None
     code = _sqlite_code(exc)
-    detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    detail = first_line(exc)
     if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
         return DamagedStore(path, detail)
     if code == _SQLITE_FULL:

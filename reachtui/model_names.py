@@ -4,8 +4,9 @@ one model per adapter folder (two folders of one name, checkpoint-500 of two tra
 same folder is always the same model, so its runs resume and `--run NAME` finds them).
 
 Stores written before this rule called such a model `BASE+/the/adapter/path`; `renamed_adapter` gives such a
-name's new form, and a writer's migration to schema 8 renames them (`reachtui.store_schema`). Pure Python: the
-model room names models with it, the store migrates with it.
+name's new form, and a writer's migration to schema 8 renames them (`reachtui.store.schema`). Pure Python: the
+model room names models with it, the store migrates with it, and `stored_model` says what to load for a stored run
+(`trace`, `export lens`, the app).
 """
 
 from __future__ import annotations
@@ -27,6 +28,12 @@ def adapter_name(base_name: str, path: str | os.PathLike) -> str:
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:DIGEST_CHARS]
     folder = text.rstrip("/").rsplit("/", 1)[-1] or text
     return f"{base_name}+{folder}#{digest}"
+
+
+def stored_model(name: str, model_path: str | None) -> str:
+    """The model a stored run was made with, as it can be loaded again: its stored path where that still
+    exists, else its name (`demo`, a hub id in the cache)."""
+    return model_path if model_path and os.path.exists(model_path) else name
 
 
 def renamed_adapter(name: str, model_path: str | None) -> str | None:

@@ -1,6 +1,6 @@
 """What a question's outcome means, defined once: realized, reachable, first hit, failure set, repaired and
 broken, gap and retained. Said here in words, with the pure functions on their results; written as queries
-over the attempts table in `reachtui/store_outcomes.py` (the store answers them). The store, the tables, the
+over the attempts table in `reachtui/store/outcomes.py` (the store answers them). The store, the tables, the
 engine's MLP scan and apply job, and the app all use these.
 
 - realized: the question's realized attempt (index 0) is correct; unknown (NULL/None) until it has run.

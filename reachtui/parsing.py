@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from reachtui.errors import ReachError
+from reachtui.errors import ReachError, first_line
 from reachtui.inputs import MODEL_JSON, PROTOCOL, InputKind, read_input, refusal
 
 
@@ -67,8 +67,7 @@ def json_file(path: Path, fault: str, kind: InputKind = MODEL_JSON) -> Any:
     except ReachError as exc:      # it changed since the check: what it is now
         raise ReachError(fault.format(why=str(exc))) from None
     except (OSError, ValueError) as exc:
-        why = " ".join(str(exc).split()) or type(exc).__name__
-        raise ReachError(fault.format(why=why[:200])) from None
+        raise ReachError(fault.format(why=first_line(exc, 200))) from None
     except RecursionError:
         raise ReachError(fault.format(why="nested too deeply")) from None
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from reachtui.errors import ReachError
+from reachtui.errors import ReachError, first_line
 from reachtui.generation import SAMPLER_VERSION, SAMPLERS
 from reachtui.grading import FORMATS
 from reachtui.probes import registry
@@ -433,7 +433,7 @@ class Protocol:
                 messages, tokenize=False, add_generation_prompt=True, enable_thinking=False
             )
         except Exception as exc:  # jinja TemplateError ("System role not supported", ...)
-            raise ReachError(f"protocol: the chat template refused the prompt: {str(exc).splitlines()[0]}") from None
+            raise ReachError(f"protocol: the chat template refused the prompt: {first_line(exc)}") from None
 
 
 def _key(settings: dict) -> str:

@@ -439,7 +439,7 @@ def test_debug_shows_the_traceback_after_the_line(env, capsys):
 
 
 def test_an_unexpected_exception_is_an_internal_error_line_with_exit_1(env, capsys, monkeypatch):
-    import reachtui.store_queries as queries
+    import reachtui.store.queries as queries
 
     def boom(self):
         raise ZeroDivisionError("a bug")
@@ -455,7 +455,7 @@ def test_an_unexpected_exception_is_an_internal_error_line_with_exit_1(env, caps
 
 def test_a_read_that_meets_a_damaged_page_is_the_damaged_store_line(env, capsys, monkeypatch):
     """Where no check ran first (a reader): 'database disk image is malformed' reaching cli.main."""
-    import reachtui.store_queries as queries
+    import reachtui.store.queries as queries
 
     def malformed(self):
         raise sqlite3.DatabaseError("database disk image is malformed")

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from reachtui.assets import DEMO_MODEL_DIR, DEMO_TASK_PATH
-from reachtui.demo_task import (
+from reachtui.tasks.demo import (
     PROMPT_TEMPLATE,
     TASK_SEED,
     TASK_SIZE,
@@ -55,7 +55,7 @@ def test_solutions_are_consistent():
 
 
 def test_no_demo_question_in_training_data():
-    from reachtui.model.train_demo import DEFAULTS  # torch is imported lazily there
+    from reachtui.training.demo import DEFAULTS  # torch is imported lazily there
 
     demo = {r["question"] for r in _rows()}
     n = DEFAULTS["steps"] * DEFAULTS["batch_size"]   # exactly what the default training run consumes
@@ -66,8 +66,8 @@ def test_no_demo_question_in_training_data():
 
 
 def test_no_demo_question_in_the_tuned_models_prompts():
-    from reachtui.model.train_demo import held_out_items
-    from reachtui.model.train_tuned import DEFAULTS as TUNED
+    from reachtui.training.examples import held_out_items
+    from reachtui.training.tuned import DEFAULTS as TUNED
 
     demo = {r["question"] for r in _rows()}
     for n in (TUNED["steps"] * TUNED["prompts_per_step"], TUNED["rounds"] * TUNED["prompts_per_round"]):

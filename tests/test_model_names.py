@@ -10,10 +10,20 @@ import sqlite3
 
 from fake_runner import FakeRunner, write_task
 from reachtui.engine.audit import completed_audit, run_audit
-from reachtui.model_names import adapter_name, renamed_adapter
+from reachtui.model_names import adapter_name, renamed_adapter, stored_model
 from reachtui.protocol import ProbeSpec, Protocol
 from reachtui.store import Store
 from reachtui.tasks import load_task
+
+
+def test_a_stored_run_loads_its_model_from_its_path_while_that_exists(tmp_path):
+    """`trace`, `export lens` and the app load a stored run's model by one rule: the stored path if it is still
+    there (a local folder), else the stored name (`demo`, a hub id in the cache)."""
+    folder = tmp_path / "my-model"
+    assert stored_model("my-model", str(folder)) == "my-model"            # moved or deleted: the name
+    folder.mkdir()
+    assert stored_model("my-model", str(folder)) == str(folder)
+    assert stored_model("demo", None) == "demo"
 
 
 def test_the_name_is_the_base_the_folder_and_six_digits_of_the_path():

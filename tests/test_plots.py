@@ -282,7 +282,7 @@ def test_each_figure_file_carries_the_exports_numbers_and_its_provenance(audit, 
 def test_the_figure_objects_artists_hold_the_exports_numbers(audit):
     """Read matplotlib's own artists (not reachtui's read-back): the pass@k curve, its control and the hatched
     interval of run A, and the MLP scan's repair rates."""
-    from reachtui import plots
+    from reachtui.reports import plots
     from reachtui.store import Store
 
     _root, store, a, _b = audit
@@ -327,7 +327,7 @@ def test_title_and_caption(audit):
 
 
 def test_captions_escape_what_the_store_names(audit):
-    from reachtui import plots
+    from reachtui.reports import plots
     from reachtui.store import Store
 
     _root, store, a, _b = audit
@@ -346,7 +346,7 @@ def test_captions_escape_what_the_store_names(audit):
 @pytest.fixture(scope="module")
 def shown_figures(audit):
     """The tables of every figure kind (runs A, B for passk and compare; A for the others)."""
-    from reachtui import plots
+    from reachtui.reports import plots
     from reachtui.store import Store
 
     _root, store, a, b = audit
@@ -357,7 +357,7 @@ def shown_figures(audit):
 @pytest.mark.parametrize("width, inches", [("column", 3.25), ("page", 6.75)])
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_text_lies_inside_the_page_at_7_pt_or_more(shown_figures, tmp_path, kind, width, inches):
-    from reachtui import plots
+    from reachtui.reports import plots
 
     shown = shown_figures[kind]
     if kind == "compare":       # a warning under the figure too: the longest text a figure holds
@@ -424,7 +424,7 @@ def test_in_greyscale_every_series_of_a_panel_looks_different(shown_figures, kin
     hatched (no fill that would hide another), only the realized interval is a plain grey band."""
     from matplotlib.colors import to_rgba
 
-    from reachtui import plots
+    from reachtui.reports import plots
 
     fig = plots.draw(shown_figures[kind])
     for ax in fig.axes:
@@ -453,7 +453,7 @@ def test_the_greyscale_render_keeps_the_curves_apart(audit, tmp_path):
     grey) are drawn with other pixels along their paths: a dash gap or another marker in each."""
     from PIL import Image
 
-    from reachtui import plots
+    from reachtui.reports import plots
     from reachtui.store import Store
 
     _root, store, a, _b = audit
@@ -486,7 +486,7 @@ def test_the_greyscale_render_keeps_the_curves_apart(audit, tmp_path):
 
 
 def test_a_series_at_zero_sits_above_the_axis_and_units_are_said(shown_figures):
-    from reachtui import plots
+    from reachtui.reports import plots
 
     for kind in KINDS:
         fig = plots.draw(shown_figures[kind])
@@ -517,7 +517,7 @@ def test_a_series_at_zero_sits_above_the_axis_and_units_are_said(shown_figures):
 def test_k_ticks_are_integers(kmax, ticks):
     from matplotlib.figure import Figure
 
-    from reachtui.plots import look
+    from reachtui.reports.plots import look
 
     fig = Figure()
     ax = fig.add_subplot()
@@ -530,7 +530,7 @@ def test_k_ticks_are_integers(kmax, ticks):
 def test_glyphs_keep_one_meaning(shown_figures):
     """Run B in compare is a filled diamond on no line; the chance control is a hollow marker on a dotted
     line: never the same glyph."""
-    from reachtui import plots
+    from reachtui.reports import plots
 
     compare = plots.draw(shown_figures["compare"])
     b = next(ln for ln in compare.axes[0].lines if ln.reachtui_key["column"].endswith("_b"))
@@ -541,7 +541,7 @@ def test_glyphs_keep_one_meaning(shown_figures):
 
 
 def test_no_most_repairs_mark_where_nothing_was_repaired(shown_figures):
-    from reachtui import plots
+    from reachtui.reports import plots
 
     shown = shown_figures["mlp-scan"]
     table = shown.tables["mlp-scan"]
@@ -561,7 +561,7 @@ def test_no_most_repairs_mark_where_nothing_was_repaired(shown_figures):
 
 
 def test_a_style_file_applies_and_a_bad_one_is_one_line(audit, tmp_path):
-    from reachtui import plots
+    from reachtui.reports import plots
     from reachtui.store import Store
 
     root, store, a, _b = audit

@@ -19,7 +19,7 @@ from reachtui.engine.fits import prompt_fit
 from reachtui.errors import ReachError
 from reachtui.protocol import ProbeSpec, Protocol
 from reachtui.store import Store
-from reachtui.store_schema import SCHEMA_VERSION
+from reachtui.store.schema import SCHEMA_VERSION
 from reachtui.tables import TABLES, build_table
 from reachtui.tasks import load_task
 

@@ -274,6 +274,9 @@ def test_chat_errors_are_one_line():
         Protocol(chat=True).render_prompt("q", _tokenizer(None))
     with pytest.raises(ReachError, match="System role not supported"):
         Protocol(chat=True, system="s").render_prompt("q", _tokenizer(NO_SYSTEM_TEMPLATE))
+    # a template that refuses without a word: its error's type, not an IndexError (`errors.first_line`)
+    with pytest.raises(ReachError, match=r"^protocol: the chat template refused the prompt: TemplateError$"):
+        Protocol(chat=True).render_prompt("q", _tokenizer("{{ raise_exception('') }}"))
 
 
 def test_match_keys_are_per_probe():

@@ -10,8 +10,8 @@ from conftest import Q, T
 
 from reachtui.errors import ReachError
 from reachtui.store import Store, default_store_path
-from reachtui.store_schema import SCHEMA_VERSION
-from reachtui.store_queries import fts_query
+from reachtui.store.schema import SCHEMA_VERSION
+from reachtui.store.queries import fts_query
 import reference  # noqa: E402
 
 
@@ -80,9 +80,9 @@ def test_schema_has_real_foreign_keys_wal_and_a_version(store):
 
 
 def test_the_shape_a_store_is_checked_against_is_what_the_migrations_make(store):
-    """`store_schema.SHAPE` is written by hand beside the migrations: a new store holds exactly its tables,
+    """`reachtui.store.schema.SHAPE` is written by hand beside the migrations: a new store holds exactly its tables,
     columns and triggers (nothing missing that a check would then call damage, nothing it does not know)."""
-    from reachtui.store_schema import shape_of
+    from reachtui.store.schema import shape_of
 
     tables, triggers = shape_of(SCHEMA_VERSION)
     conn = store.conn
@@ -114,7 +114,7 @@ def rewrite_as_version(path, version: int, fill=None) -> None:
     else NULL), the rows copied column by column, the FTS filled by the old triggers."""
     from sqlite_utils import Database
 
-    from reachtui.store_schema import MIGRATIONS
+    from reachtui.store.schema import MIGRATIONS
 
     old = path.with_name("old.sqlite")
     conn = sqlite3.connect(old)

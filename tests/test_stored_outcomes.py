@@ -115,9 +115,9 @@ def test_the_apps_rows_from_the_stored_pass_equal_those_from_the_attempts(audite
                              (runs[1],)).fetchone()[0]
     store.conn.execute("UPDATE attempts SET correct = NULL WHERE id = ?", (one,))   # forgets run 2's pass
     store.conn.commit()
-    from reachtui.engine.finish import store_outcomes
+    from reachtui.engine.finish import write_stored_pass
 
-    store_outcomes(store, runs[1])
+    write_stored_pass(store, runs[1])
     data = AuditData(store.path)
     try:
         stored = {r: data.rows(data.run(r)) for r in runs}

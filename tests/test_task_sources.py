@@ -1,4 +1,4 @@
-"""Task sources (`reachtui.task_sources`, `reachtui.tasks`): the same questions read from real JSONL, CSV and
+"""Task sources (`reachtui.tasks.sources`, `reachtui.tasks`): the same questions read from real JSONL, CSV and
 parquet files (pyarrow), a `datasets` folder written with `save_to_disk` and a dataset in a local Hugging Face
 cache (a temporary HF_HOME, nothing downloaded); the field flags and presets (GSM8K, MATH's \\boxed{} gold,
 ARC's labelled choices, MMLU's index gold); every other column kept as the question's metadata, stored,
@@ -15,7 +15,7 @@ import pytest
 from conftest import fresh_python, run_main
 
 from reachtui.errors import ReachError
-from reachtui.store_schema import SCHEMA_VERSION
+from reachtui.store.schema import SCHEMA_VERSION
 from reachtui.tasks import Fields, load_task
 
 ROWS = [
@@ -106,9 +106,9 @@ def test_every_format_gives_the_same_questions_with_their_metadata(tmp_path, hf_
     assert tasks["datasets"].name == "t_ds"
     # another mapping of the same file is another task (the store knows tasks by their sha256)
     again = load_task(str(made["parquet"]), fields=Fields(question="problem", answer="solution", id="id",
-                                                         preset="math"))
+                                                         field_map="math"))
     assert again.sha256 == tasks["parquet"].sha256
-    other = load_task(str(made["parquet"]), fields=Fields(preset="math", id="level"))
+    other = load_task(str(made["parquet"]), fields=Fields(field_map="math", id="level"))
     assert [q.id for q in other.questions] == ["1", "2", "3"] and other.sha256 != tasks["parquet"].sha256
 
 
@@ -151,18 +151,18 @@ def test_presets_and_field_flags(tmp_path):
     assert [(q.id, q.answer, q.choices) for q in task.questions] == [
         ("Mercury_1", "B", ("wood", "iron", "glass")), ("Mercury_2", "C", ("rock", "water", "air", "ice"))]
     assert task.questions[0].question == "Which is a metal?\n(A) wood\n(B) iron\n(C) glass"
-    assert load_task(str(arc), fields=Fields(preset="arc")).questions == task.questions
+    assert load_task(str(arc), fields=Fields(field_map="arc")).questions == task.questions
 
     mmlu = write_parquet(tmp_path / "mmlu.parquet", [
         {"question": "2 + 2?", "subject": "math", "choices": ["3", "4", "5"], "answer": 1},
         {"question": "Capital of France?", "subject": "geo", "choices": ["Rome", "Paris"], "answer": 0}])
-    task = load_task(str(mmlu), fields=Fields(preset="mmlu"))
+    task = load_task(str(mmlu), fields=Fields(field_map="mmlu"))
     assert [(q.id, q.answer, q.metadata) for q in task.questions] == [
         ("0", "B", {"subject": "math"}), ("1", "A", {"subject": "geo"})]       # index gold -> letter
 
     gsm = write_csv(tmp_path / "gsm.csv", [{"question": "Tom has 1,200 apples and eats none. How many?",
                                             "answer": "He has them all.\n#### 1,200"}])
-    (q,) = load_task(str(gsm), fields=Fields(preset="gsm8k")).questions
+    (q,) = load_task(str(gsm), fields=Fields(field_map="gsm8k")).questions
     assert (q.answer, q.solution) == ("1200", "He has them all.\n#### 1,200")
 
     custom = write_csv(tmp_path / "custom.csv", [{"key": "a1", "prompt": "1 + 1?", "gold": "2", "opts": "",
@@ -188,8 +188,8 @@ def test_gold_and_ids_are_checked_whatever_the_source(tmp_path):
      r"t\.csv:2: missing 'question' \(fields here: prompt, answer; --question-field names another"),
     (lambda d: write_jsonl(d / "t.jsonl", [{"question": "x?", "answer": "1"}]), ["--answer-field", "gold"],
      r"t\.jsonl:1: missing 'gold'"),
-    (lambda d: write_jsonl(d / "t.jsonl", [{"question": "x?", "answer": "1"}]), ["--task-preset", "squad"],
-     r"--task-preset 'squad': unknown preset; choose one of gsm8k, math, arc, mmlu"),
+    (lambda d: write_jsonl(d / "t.jsonl", [{"question": "x?", "answer": "1"}]), ["--task-fields", "squad"],
+     r"--task-fields 'squad': unknown field map; choose one of gsm8k, math, arc, mmlu"),
     (lambda d: write_text(d / "t.csv", ""), [], r"t\.csv: the file is empty"),
     (lambda d: write_text(d / "t.csv", "question,answer\n"), [], r"t\.csv: the task file has no questions"),
     (lambda d: write_text(d / "t.jsonl", "\n\n"), [], r"t\.jsonl: the task file has no questions"),
@@ -412,9 +412,29 @@ def test_every_command_that_takes_a_task_takes_its_field_flags(tmp_path, monkeyp
     args = [command, *first, "--task", "t.csv", "--store", str(tmp_path / "s.sqlite")]
     code, _out, err = run_main(args + ["--question-field", "prompt"])
     assert code == 2 and err == "error: t.csv:2: missing 'answer' (fields here: prompt, gold; --answer-field names " \
-                                "another, --task-preset picks a mapping)\n"
-    code, _out, err = run_main(args + ["--task-preset", "trivia"])
-    assert code == 2 and err == "error: --task-preset 'trivia': unknown preset; choose one of gsm8k, math, arc, mmlu\n"
+                                "another, --task-fields picks a field map)\n"
+    code, _out, err = run_main(args + ["--task-fields", "trivia"])
+    assert code == 2 and err == "error: --task-fields 'trivia': unknown field map; choose one of gsm8k, math, arc, " \
+                                "mmlu\n"
+
+
+def test_task_preset_is_the_old_name_of_task_fields(tmp_path, monkeypatch):
+    """`--task-preset` (its name before "preset" meant a protocol's only) still picks a field map as
+    --task-fields does, with one note, and is no longer in the help; beside --task-fields it is refused."""
+    monkeypatch.chdir(tmp_path)
+    _examples(tmp_path)
+    args = ["import", "base.jsonl", "--task", "demo_subjects.csv", "--store", str(tmp_path / "s.sqlite")]
+    note = "note: --task-preset is now called --task-fields\n"
+    code, out, err = run_main(args + ["--task-preset", "gsm8k", "--model", "old-flag"])
+    assert code == 0 and err.startswith(note) and out.splitlines()[-1] == "run 1", err
+    code, _out, err = run_main(args + ["--task-preset", "math"])
+    assert code == 2 and err == note + "error: demo_subjects.csv:2: missing 'problem' (fields here: id, question, " \
+                                       "answer, subject; --question-field names another, --task-fields picks a " \
+                                       "field map)\n"
+    code, _out, err = run_main(args + ["--task-preset", "math", "--task-fields", "math"])
+    assert code == 2 and err == "error: --task-preset is the old name of --task-fields: give one of them\n"
+    code, out, _err = run_main(["import", "--help"])
+    assert code == 0 and "--task-fields" in out and "--task-preset" not in out
 
 
 def test_an_audit_reads_its_task_through_the_field_flags(tmp_path):

@@ -12,7 +12,7 @@ import random
 from pathlib import Path
 from types import SimpleNamespace
 
-from reachtui.engine.finish import store_outcomes
+from reachtui.engine.finish import write_stored_pass
 from reachtui.protocol import ProbeSpec, Protocol
 from reachtui.store import Store
 
@@ -94,6 +94,6 @@ def build_store(path: str | Path, *, n: int = 40, k: int = 8, probes: tuple[str,
                 store.write_mlp_scan(run_id, rows)
         if progress >= 1.0:
             if status == "complete":    # as a finished audit leaves it: with the tables' pass stored
-                store_outcomes(store, run_id)
+                write_stored_pass(store, run_id)
             store.set_run_status(run_id, status)
     return run_id

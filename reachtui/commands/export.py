@@ -23,7 +23,7 @@ _SUFFIX_FORMATS = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".ndjson": "nd
 #: Suffixes of files other commands write: named in the line that refuses them.
 _OTHER_SUFFIXES = {".pdf": "reachtui plot", ".png": "reachtui plot", ".svg": "reachtui plot",
                    ".eval": "reachtui export inspect"}
-#: `reachtui export inspect`: not a table, a whole run as an Inspect AI log (reachtui.inspect_export).
+#: `reachtui export inspect`: not a table, a whole run as an Inspect AI log (reachtui.reports.inspect_export).
 INSPECT = "inspect"
 #: `reachtui export lens`: a table computed with the run's model (reachtui.engine.trace), not read from the store.
 LENS = "lens"
@@ -313,8 +313,8 @@ def _stored_table(name: str, runs: tuple[str, ...], store_path: str | None, allo
 def _lens_table(runs: tuple[str, ...], store_path: str | None, probe: str | None):
     """`export lens`: the logit lens over the members of one run's frozen failure:PROBE, computed with the
     run's model under the run's protocol (`reachtui.engine.trace.lens_rows`; the store is only read)."""
-    from reachtui.commands.trace import stored_model
-    from reachtui.inspect_export import default_probe
+    from reachtui.model_names import stored_model
+    from reachtui.reports.inspect_export import default_probe
     from reachtui.tables import run_probes
 
     if len(runs) > 1:
@@ -337,7 +337,7 @@ def _lens_table(runs: tuple[str, ...], store_path: str | None, probe: str | None
     from reachtui.commands.options import set_threads
 
     set_threads(None)           # torch's threads: the free cores (a busy machine slows down with more)
-    model = stored_model(row)
+    model = stored_model(row["model"], row.get("model_path"))
     loadable(model, protocol.max_new_tokens, allow_download=False, allow_pickle=False, allow_missing_weights=False)
     rows = lens_rows(load_runner(model), protocol, questions)
     return lens_table(rows, run_id=run_id, set_name=fs["name"], k=TOP_K)
@@ -371,7 +371,7 @@ def _export_inspect(runs: tuple[str, ...], store_path: str | None, output: str |
                     quiet: bool = False) -> None:
     """One run (RUN or --run; the latest by default) written as an Inspect log to -o FILE.eval / FILE.json."""
     from reachtui import tables as T
-    from reachtui.inspect_export import check_log_path, write_inspect_log
+    from reachtui.reports.inspect_export import check_log_path, write_inspect_log
 
     refuse_options([p.name for p in export.params if p.name not in _INSPECT_OPTIONS],
                    "to export inspect: it writes the whole run as an Inspect log, in the format -o's suffix names "

@@ -120,9 +120,9 @@ def open_(**options):
 
 #: open's options that set up an audit of MODEL (the task, the protocol, the run's batches).
 AUDIT_OPTIONS = ("task_spec", "task_name", "question_field", "answer_field", "id_field", "choices_field",
-                 "task_preset", "probes", "budget", "temperature", "seed", "max_new_tokens", "protocol_file", "chat",
-                 "system", "template", "answer_format", "stops", "fewshot_file", "limit", "mlp_scan", "new_run",
-                 "batch_size", "skip_long", "full")
+                 "field_map", "task_preset", "probes", "budget", "temperature", "seed", "max_new_tokens",
+                 "protocol_file", "chat", "system", "template", "answer_format", "stops", "fewshot_file", "limit",
+                 "mlp_scan", "new_run", "batch_size", "skip_long", "full")
 
 
 def prepare(model, task_spec, task_name, task_fields, store_path, run_id, probes, budget, temperature, seed, limit,

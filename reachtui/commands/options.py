@@ -152,17 +152,24 @@ protocol_options = _stack(
 
 
 #: The field options of a task (`tasks.Fields`), as the command function's keyword arguments.
-_FIELD_KEYS = ("question_field", "answer_field", "id_field", "choices_field", "task_preset")
+_FIELD_KEYS = ("question_field", "answer_field", "id_field", "choices_field", "field_map", "task_preset")
 
 
 def task_fields_of(params: dict) -> dict:
-    """`params` with the field options folded into one `task_fields` (a `reachtui.tasks.Fields`)."""
+    """`params` with the field options folded into one `task_fields` (a `reachtui.tasks.Fields`). The hidden
+    --task-preset is --task-fields' old name (a "preset" is a protocol's now: `--protocol gsm8k-cot`)."""
     from reachtui.tasks import Fields
 
+    field_map, old = params.get("field_map"), params.get("task_preset")
+    if old is not None:
+        if field_map is not None:
+            raise ReachError("--task-preset is the old name of --task-fields: give one of them")
+        click.echo("note: --task-preset is now called --task-fields", err=True)
+        field_map = old
     out = {k: v for k, v in params.items() if k not in _FIELD_KEYS}
     out["task_fields"] = Fields(question=params.get("question_field"), answer=params.get("answer_field"),
                                 id=params.get("id_field"), choices=params.get("choices_field"),
-                                preset=params.get("task_preset"))
+                                field_map=field_map)
     return out
 
 
@@ -170,8 +177,8 @@ def task_option(*, default: str | None = None, note: str = "", required: bool | 
                 help: str | None = None):
     """--task (required unless a `default` is given or `required` says; `note` is appended to the help),
     --task-name and the task's field mapping (--question-field, --answer-field, --id-field, --choices-field,
-    --task-preset), which reach the command as one `task_fields` argument (`tasks.Fields`)."""
-    from reachtui.task_sources import KINDS
+    --task-fields), which reach the command as one `task_fields` argument (`tasks.Fields`)."""
+    from reachtui.tasks.sources import KINDS
 
     def bundle(command):
         @functools.wraps(command)
@@ -198,9 +205,11 @@ def task_option(*, default: str | None = None, note: str = "", required: bool | 
                      help="The field holding the question's id [default: id, else its position]."),
         click.option("--choices-field", default=None, metavar="FIELD",
                      help="The field holding a multiple-choice question's options [default: choices]."),
-        click.option("--task-preset", default=None, metavar="gsm8k|math|arc|mmlu",
-                     help="A built-in field mapping [default: chosen from the first record]. Every other field "
-                          "is the question's metadata (export --where \"meta_subject = 'algebra'\")."))
+        click.option("--task-fields", "field_map", default=None, metavar="gsm8k|math|arc|mmlu",
+                     help="A built-in field map: the fields of GSM8K, MATH, ARC or MMLU records [default: chosen "
+                          "from the first record]. Every other field is the question's metadata (export --where "
+                          "\"meta_subject = 'algebra'\")."),
+        click.option("--task-preset", "task_preset", default=None, hidden=True))     # --task-fields' old name
     return lambda command: options(bundle(command))
 
 

@@ -1,5 +1,5 @@
 """`reachtui plot KIND RUN... -o FILE.pdf|png|svg` and `reachtui plot all RUN [RUN2] -o DIR/`: figures for a
-paper, drawn from the tables `reachtui export` writes (`reachtui.plots`). Reads the store only; needs
+paper, drawn from the tables `reachtui export` writes (`reachtui.reports.plots`). Reads the store only; needs
 matplotlib (reachtui[plot]); imports no torch, transformers or textual.
 """
 
@@ -20,7 +20,7 @@ ALL = "all"
 
 def figure_format(output: str, fmt: str | None) -> str:
     """pdf, png or svg: --format, else the -o file's suffix; an unknown or contradicting suffix is refused."""
-    from reachtui.plots import FIGURE_FORMATS
+    from reachtui.reports.plots import FIGURE_FORMATS
 
     suffix = Path(output).suffix.lower().lstrip(".")
     if fmt is not None:
@@ -35,7 +35,7 @@ def figure_format(output: str, fmt: str | None) -> str:
 
 
 def _format(fmt: str) -> str:
-    from reachtui.plots import FIGURE_FORMATS
+    from reachtui.reports.plots import FIGURE_FORMATS
 
     fmt = fmt.strip().lower()
     if fmt not in FIGURE_FORMATS:
@@ -101,7 +101,7 @@ def plot(kind, runs, output, store_path, probes, fmt, width, title, caption, sty
       reachtui plot compare base tuned -o compare.pdf --style lab.mplstyle
       reachtui plot all base tuned -o figs/ --format png
     """
-    from reachtui import plots
+    from reachtui.reports import plots
     from reachtui.output import write_output_bytes
 
     name = kind.strip().lower()
@@ -135,7 +135,7 @@ def plot(kind, runs, output, store_path, probes, fmt, width, title, caption, sty
 
 def _check_request(name: str, runs, output: str, title: str | None, allow_unmatched: bool) -> None:
     """What can be refused before the store is opened: the kind, the runs it takes, -o, the options."""
-    from reachtui import plots
+    from reachtui.reports import plots
 
     if not output.strip():
         raise ReachError("-o needs a " + ("folder (-o figs/)" if name == ALL else "file: FILE.pdf, .png or .svg"))
@@ -162,7 +162,7 @@ def _refuse_unused(name: str, fmt: str) -> None:
 def _targets(name: str, runs, output: str, fmt: str | None, store: Path) -> tuple[dict[str, str], str]:
     """{figure kind: the file it is written to}, and the format: -o itself, or for `all` one file per kind
     in the -o folder (compare only with two runs)."""
-    from reachtui import plots
+    from reachtui.reports import plots
     from reachtui.output import check_output
 
     if name != ALL:
@@ -177,7 +177,7 @@ def _targets(name: str, runs, output: str, fmt: str | None, store: Path) -> tupl
 def _figure_tables(store, name: str, runs, targets: dict[str, str], **options) -> tuple[dict, dict[str, str]]:
     """({kind: its Shown}, {kind: why it is skipped}): `all` skips a figure the runs have nothing for and
     says why; a single figure refuses it."""
-    from reachtui import plots
+    from reachtui.reports import plots
 
     run_ids = list(dict.fromkeys(store.resolve_run(r) for r in (runs or ("latest",))))
     if name == "compare" and len(run_ids) != 2:

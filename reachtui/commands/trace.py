@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import click
 
@@ -109,6 +108,7 @@ def trace(args, task_spec, task_name, task_fields, route_spec, silence, position
 def _stored(store_path: str | None, run_spec: str | None, qid: str, model: str | None):
     """(model, protocol, question) of question `qid` of a stored run (the run's model unless `model`)."""
     from reachtui.commands.export import open_store
+    from reachtui.model_names import stored_model
 
     with open_store(store_path) as store:
         run_id = store.resolve_run(run_spec)
@@ -119,13 +119,7 @@ def _stored(store_path: str | None, run_spec: str | None, qid: str, model: str |
             ids = [q["qid"] for q in store.run_questions(run_id)]
             raise ReachError(f"no question {qid!r} in run {run_id} ({_ids(ids)})")
     _, text, gold = found
-    return model or stored_model(row), protocol, dict(qid=qid, question=text, gold=gold)
-
-
-def stored_model(row: dict) -> str:
-    """The model a stored run was made with: its path where it still exists, else its name (as the app loads it)."""
-    path = row.get("model_path")
-    return path if path and Path(path).exists() else row["model"]
+    return model or stored_model(row["model"], row.get("model_path")), protocol, dict(qid=qid, question=text, gold=gold)
 
 
 def _from_task(task_spec: str, task_name, task_fields, qid: str, protocol_file, deployed: dict, allow_download: bool):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from reachtui.engine import mlp, phases
 from reachtui.engine.context import RunContext, runner_fit, stopped_by
 from reachtui.engine.fits import PromptFit
-from reachtui.engine.finish import store_outcomes
+from reachtui.engine.finish import write_stored_pass
 from reachtui.engine.progress import DONE, FAILURE_SETS, MLP_SCAN, Cancelled, Progress
 from reachtui.errors import DamagedStore, EnvironmentFault, ReachError
 from reachtui.outcomes import failure_set_name
@@ -196,7 +196,7 @@ class Audit:
                 run_phase()
                 result.phase_seconds[phase] = time.monotonic() - t0
             with self.store.transaction():   # complete, with the tables' pass over its attempts stored
-                store_outcomes(self.store, self.run_id)
+                write_stored_pass(self.store, self.run_id)
                 self.store.set_run_status(self.run_id, "complete")
         except Cancelled:
             self.store.set_run_status(self.run_id, "cancelled")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from reachtui.control import fold_key, outcome_rows, run_control
 
 
-def store_outcomes(store, run_id: int) -> None:
+def write_stored_pass(store, run_id: int) -> None:
     """Make the run's pass afresh and store it with what it saw (inside the caller's transaction, if any:
     no attempt can arrive between the pass and the count)."""
     with store.transaction():

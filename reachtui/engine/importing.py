@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reachtui.engine.finish import store_outcomes
+from reachtui.engine.finish import write_stored_pass
 from reachtui.engine.record import graded
 from reachtui.errors import ReachError
 from reachtui.importers.read import IMPORT_FORMATS, detect_format, read, task_of
@@ -131,7 +131,7 @@ def write_run(store, task, protocol, graded_rows: list[dict[str, Any]], *, model
         sets = {}
         if freeze is not None:
             sets = {name: row["size"] for name, row in store.freeze_failure_sets(run_id, freeze).items()}
-        store_outcomes(store, run_id)
+        write_stored_pass(store, run_id)
         store.set_run_status(run_id, "complete")
     return run_id, question_ids, sets
 

@@ -14,7 +14,7 @@ An `.eval` log is read sample by sample (`read_eval_log_samples`: one sample in 
 samples give the questions (`task_of`): `input` (a chat's user turns), `target`, `id`, `choices` and the
 sample's metadata.
 
-A log written by `reachtui export inspect` (`reachtui.inspect_export`) is read back as it was written:
+A log written by `reachtui export inspect` (`reachtui.reports.inspect_export`) is read back as it was written:
 its epochs are the attempts of the probe it names, and each question's realized output and the mean
 log-probs come from the samples' metadata, unless --realized-epoch asks for the rule above.
 """
@@ -30,7 +30,7 @@ from reachtui.importers.records import Parsed, Record
 from reachtui.probes import registry
 
 
-#: The metadata key of a log (and of its samples) written by reachtui (`reachtui.inspect_export`).
+#: The metadata key of a log (and of its samples) written by reachtui (`reachtui.reports.inspect_export`).
 KEY = "reachtui"
 
 
@@ -117,7 +117,7 @@ def task_of(path: Path, fields=None, name: str | None = None):
     """The task an Inspect log's samples carry (`reachtui import LOG` without --task): per sample id (its first
     epoch), the question from `input`, the gold from `target` (the first of a list), its `choices`, and its
     metadata as the question's (reachtui's own key left out). Fields the user names override these."""
-    from reachtui.task_sources import canonical
+    from reachtui.tasks.sources import canonical
     from reachtui.tasks import Fields, task_from_records
 
     _header, samples = open_log(path)
@@ -134,7 +134,7 @@ def task_of(path: Path, fields=None, name: str | None = None):
         records.append((n, record))
     fields = fields or Fields()
     mapping = Fields(question=fields.question or "input", answer=fields.answer or "target", id=fields.id or "id",
-                     choices=fields.choices, preset=fields.preset)
+                     choices=fields.choices, field_map=fields.field_map)
     return task_from_records(records, name=name or path.name.removesuffix(".eval").removesuffix(".json"),
                              path=str(path.resolve()), fingerprint=canonical(records),
                              shown=f"{path} sample", fields=mapping, fixed_fingerprint=False)

@@ -101,12 +101,12 @@ def task_of(path: Path, fields=None, name: str | None = None):
     """The task the rows carry (`reachtui import FILE` without --task): one question per doc_id (its first
     row), read from the row's `doc` with the mapping of `fields` (`reachtui.tasks.Fields`), the gold from the
     row's `target` when the doc has no answer field, the id the doc_id (unless --id-field names a field)."""
-    from reachtui.task_sources import canonical
+    from reachtui.tasks.sources import canonical
     from reachtui.tasks import Fields, resolve_fields, task_from_records
 
     fields = fields or Fields()
     if fields.id is None:
-        fields = Fields(fields.question, fields.answer, "doc_id", fields.choices, fields.preset)
+        fields = Fields(fields.question, fields.answer, "doc_id", fields.choices, fields.field_map)
     records, seen, mapping = [], set(), None
     for i, obj in jsonl.objects(path):
         doc_id = need(path, i, obj, "doc_id")

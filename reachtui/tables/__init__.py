@@ -1,6 +1,6 @@
 """Every table reachtui shows or exports. `reachtui export`, `reachtui compare`, the audit's closing table,
 the importer's summary and the app read their tables from here; the tables read the audit store (schema
-in `reachtui/store.py`) with the definitions of `reachtui.outcomes` (realized, reachable, first hit,
+in `reachtui/store/`) with the definitions of `reachtui.outcomes` (realized, reachable, first hit,
 failure set), `reachtui.curves` (pass@k, reachable@k) and the probe registry, and return a `Table`
 (`table.py`) that `formats.py` writes in every format.
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reachtui.metadata import table_columns
+from reachtui.tasks.metadata import table_columns
 from reachtui.probes import registry
 from reachtui.tables.source import column_suffix, controls, left_out_notes, run_probes, runs_label
 from reachtui.tables.table import Column, Table
@@ -69,7 +69,7 @@ def questions_table(store, run_ids: Sequence[int]) -> Table:
                     [cell.hits, cell.distinct, cell.control_hits > 0 if partner is not None else None]
             rows.append(tuple(out))
             row_metas.append(meta.get(q, {}))
-    # the metadata columns by reachtui.metadata's rules, whatever the store holds (an older version's task,
+    # the metadata columns by reachtui.tasks.metadata's rules, whatever the store holds (an older version's task,
     # the keys of several runs): distinct names, one kind per column, bounded values and count
     meta_cols, meta_cells, notes = table_columns(keys, row_metas)
     rows = [row + cells for row, cells in zip(rows, meta_cells)]

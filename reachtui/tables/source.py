@@ -2,8 +2,8 @@
 and closed-form chance, its reachability probes (`run_probes`), each question's hits, and the pieces several
 tables share (notes on an unfinished run, interval columns).
 
-The tables read the store only through `Store` (its queries: `reachtui/store_queries.py`,
-`reachtui/store_outcomes.py`); the outcomes are defined in `reachtui.outcomes` and the probes in
+The tables read the store only through `Store` (its queries: `reachtui/store/queries.py`,
+`reachtui/store/outcomes.py`); the outcomes are defined in `reachtui.outcomes` and the probes in
 `reachtui.probes.registry`.
 """
 

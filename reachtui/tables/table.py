@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
-from reachtui.errors import ReachError
+from reachtui.errors import ReachError, first_line
 from reachtui.stats import is_missing
 
 #: How a column's values are written (see `reachtui.tables.formats`).
@@ -173,8 +173,7 @@ def select(
             if time.monotonic() > deadline:
                 raise ReachError(f"{what} for table {table.name} ran past its time limit of {timeout:g} s and "
                                  f"was stopped (--where-timeout)") from None
-            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise ReachError(f"bad {what} for table {table.name}: {msg}") from None
+            raise ReachError(f"bad {what} for table {table.name}: {first_line(exc)}") from None
     finally:
         con.close()
     rows = [tuple(_from_sql(v, c.kind) for v, c in zip(r, cols)) for r in fetched]

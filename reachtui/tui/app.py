@@ -23,7 +23,8 @@ from textual.app import App
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from reachtui.engine.progress import APPLY, DONE
-from reachtui.errors import DamagedStore, ReachError, sqlite_fault
+from reachtui.errors import DamagedStore, ReachError, error_line, sqlite_fault
+from reachtui.model_names import stored_model
 from reachtui.tui import actions
 from reachtui.tui.data import AuditData, RunInfo
 from reachtui.tui.intervention import LayerEditor
@@ -291,7 +292,7 @@ class ReachApp(App[None]):
         run = self.run_info
         if run is None:
             raise ReachError("no run is open, so there is no model to load")
-        return run.model_path if run.model_path and Path(run.model_path).exists() else run.model
+        return stored_model(run.model, run.model_path)
 
     def ensure_runner(self):
         """The loaded model's Runner, loading it (once) in the calling worker thread."""
@@ -308,9 +309,7 @@ class ReachApp(App[None]):
                     runner = self.load_runner(spec)
                 except Exception as exc:
                     # said where it stays (header, layer strip), not only in a notification that fades
-                    text = str(exc) if isinstance(exc, ReachError) else f"{type(exc).__name__}: {exc}"
-                    line = text.splitlines()[0] if text.strip() else type(exc).__name__
-                    self.post_message(ModelState(f"failed to load: {line}", failed=True))
+                    self.post_message(ModelState(f"failed to load: {error_line(exc)}", failed=True))
                     raise
                 loaded, self.runner = runner.loaded, runner
                 self.post_message(ModelState(
@@ -588,7 +587,7 @@ class ReachApp(App[None]):
         try:
             cd = chart_data(self.data, self.run_info, running)
         except Exception as exc:  # noqa: BLE001 - a chart must never take the app down
-            self.notify(f"{type(exc).__name__}: {exc}", title="charts", severity="error")
+            self.notify(error_line(exc), title="charts", severity="error")
             return
         self.push_screen(ChartsScreen(cd, tab))
 
@@ -633,8 +632,7 @@ class ReachApp(App[None]):
         if event.state != WorkerState.ERROR:
             return
         err = worker.error
-        text = str(err) if isinstance(err, ReachError) else f"{type(err).__name__}: {err}"
-        line = text.splitlines()[0] if text else type(err).__name__
+        line = error_line(err)
         self.notify(line, title=f"{worker.name} failed", severity="error", timeout=10)
         if worker.group == "audit":
             self.audit_running = False

@@ -72,7 +72,9 @@ def printable_row(row: dict[str, Any] | None) -> dict[str, Any] | None:
     return None if row is None else {k: printable(v) for k, v in row.items()}
 
 
-def first_line(text: str, limit: int = 300) -> str:
+def question_line(text: str, limit: int = 300) -> str:
+    """A question's first line as the question table shows it ("" for no text). An error's first line is
+    another rule: `reachtui.errors.first_line`."""
     line = text.strip().splitlines()[0] if text and text.strip() else ""
     return line[:limit]
 
@@ -156,7 +158,7 @@ class AuditData:
         for key, qid, question in self.store.question_texts(run.id):
             entry = agg.get(key)
             reach, first, complete = (tuple(entry[0]), tuple(entry[1]), tuple(entry[2])) if entry else empty
-            out.append(QRow(key, qid, printable(first_line(question)), done.get(key), reach, first, complete))
+            out.append(QRow(key, qid, printable(question_line(question)), done.get(key), reach, first, complete))
         return out
 
     # ---- a comparison of two runs ---------------------------------------------------------------------
@@ -169,7 +171,7 @@ class AuditData:
         out = []
         for qid, (ra, rb, _ha, _hb) in (comparison.status or {}).items():
             cats = tuple(CATEGORIES.get(comparison.cell_of(qid, "reachable", p)) for p in comparison.probes)
-            out.append(CRow(qid, qid, printable(first_line(text.get(qid, ""))), (ra, rb), cats))
+            out.append(CRow(qid, qid, printable(question_line(text.get(qid, ""))), (ra, rb), cats))
         return out
 
     def compare_detail(self, comparison, qid: str) -> dict[str, Any]:

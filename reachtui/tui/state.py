@@ -63,7 +63,7 @@ def meta_text(key: str, value: object) -> str:
     """`KEY = VALUE` as the app writes a metadata filter (palette, status line): one line whatever the key and
     the value hold (a newline, an escape sequence: shown as visible signs), the value as
     `metadata.shown_value` writes it (`"1"` the text, `1` the number, `true`)."""
-    from reachtui.metadata import shown_value
+    from reachtui.tasks.metadata import shown_value
     from reachtui.tables.formats import shown
 
     return shown(f"{key} = {shown_value(value)}", one_line=True)

@@ -21,7 +21,7 @@ from tables_fixtures import make_task  # noqa: E402
 
 from reachtui.tables import formats as F
 from reachtui import tables as T  # noqa: E402
-from reachtui.engine.finish import store_outcomes  # noqa: E402
+from reachtui.engine.finish import write_stored_pass  # noqa: E402
 from reachtui.store import Store  # noqa: E402
 
 
@@ -58,7 +58,7 @@ def build(path: Path, n: int, k: int, stored_pass: bool = True) -> None:
             for probe in ("sample", "routes", "mcts"):
                 store.create_failure_set(run, f"failure:{probe}", probe, store.failure_candidates(run, probe))
             if stored_pass:
-                store_outcomes(store, run)
+                write_stored_pass(store, run)
             store.set_run_status(run, "complete")
 
 

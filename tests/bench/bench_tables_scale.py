@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_tables import build  # noqa: E402  (the same two-run store)
 
 from reachtui import tables as T  # noqa: E402
-from reachtui import store_schema  # noqa: E402
-from reachtui.store_outcomes import ANSWER_GROUPS_SQL  # noqa: E402
+from reachtui.store import schema as store_schema  # noqa: E402
+from reachtui.store.outcomes import ANSWER_GROUPS_SQL  # noqa: E402
 from reachtui.probes import registry  # noqa: E402
 from reachtui.store import Store  # noqa: E402
 
@@ -62,7 +62,7 @@ def baseline(path: Path, sql: str = BASELINE_SQL) -> float:
 
 
 def groups_floor(path: Path) -> float:
-    """Seconds to read the answer groups of every run (`store_outcomes.ANSWER_GROUPS_SQL`, what
+    """Seconds to read the answer groups of every run (`reachtui.store.outcomes.ANSWER_GROUPS_SQL`, what
     `reachtui.control.run_control` folds) doing nothing with them: no table built for all runs is faster."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     t0 = time.perf_counter()

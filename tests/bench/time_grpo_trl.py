@@ -1,5 +1,5 @@
 """How long TRL's GRPO takes per step on the demo model on this CPU: the measurement behind GRPO being
-the recipe of `demo-tuned` (reachtui/model/train_tuned.py). Needs `pip install 'reachtui[train]'`:
+the recipe of `demo-tuned` (reachtui/training/tuned.py). Needs `pip install 'reachtui[train]'`:
 
     python tests/bench/time_grpo_trl.py --steps 4
 
@@ -13,7 +13,7 @@ import tempfile
 import time
 
 from reachtui.assets import DEMO_MODEL_DIR
-from reachtui.demo_task import format_prompt, training_items
+from reachtui.tasks.demo import format_prompt, training_items
 from reachtui.grading import grade
 
 

@@ -16,7 +16,7 @@ from textual.screen import Screen
 from textual.widgets import Input, Static
 
 from reachtui.errors import ReachError
-from reachtui.metadata import same_value, value_kind
+from reachtui.tasks.metadata import same_value, value_kind
 from reachtui.tui.actions import bindings
 from reachtui.tui.intervention import LayerEditor
 from reachtui.tui.state import Counters, Filter, QRow, apply_filter, counters

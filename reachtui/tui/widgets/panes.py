@@ -12,7 +12,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Collapsible, ProgressBar, Static
 
-from reachtui.metadata import shown_value
+from reachtui.tasks.metadata import shown_value
 from reachtui.outcomes import gap
 from reachtui.tables.formats import human_value
 from reachtui.tui.data import RunInfo, printable, printable_row

@@ -31,7 +31,7 @@ Version 2:
 
 Version 3 adds the covering index attempts_by_answer (run_id, probe, question_id, answer, attempt, correct,
 mean_logprob): the tables' one pass per run groups a run's attempts by (probe, question, extracted answer)
-from it without sorting them (`reachtui.store_outcomes.ANSWER_GROUPS_SQL`). Versions that differ only in indexes
+from it without sorting them (`reachtui.store.outcomes.ANSWER_GROUPS_SQL`). Versions that differ only in indexes
 read alike, so a reader opens a version-2 store as it is (slower); a writer adds the index.
 
 Version 4 keeps only what cannot be recomputed (about 190 -> 135 bytes per attempt at K = 1024):

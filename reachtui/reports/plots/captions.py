@@ -8,7 +8,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from reachtui.plots.shown import Shown, budgets, curves_by, run_n, side_names
+from reachtui.reports.plots.shown import Shown, budgets, curves_by, run_n, side_names
 from reachtui.probes import registry
 from reachtui.tables.formats import latex_escape as tex
 

@@ -1,9 +1,10 @@
-"""A task's questions: records (from `reachtui.task_sources`: JSONL, CSV, parquet, a `datasets` folder, a
+"""A task's questions: records (from `reachtui.tasks.sources`: JSONL, CSV, parquet, a `datasets` folder, a
 dataset in the Hugging Face cache, or `demo`, the arithmetic set in assets/) mapped to `Question`s.
 
 Each record is an object with `question` and `answer`, and optionally `id`, `solution` and `choices`; the
-field names are the `Fields` mapping's (flags `--question-field` ... or a preset: gsm8k, math, arc, mmlu;
-without either, a record with `answerKey` reads as arc, one with `problem` and no `question` as math):
+field names are the `Fields` mapping's (flags `--question-field` ... or a field map, `--task-fields`: gsm8k,
+math, arc, mmlu; without either, a record with `answerKey` reads as arc, one with `problem` and no `question`
+as math):
 
 - GSM8K: `answer` is a worked solution ending in `#### N`. The gold is N with its thousands commas
   removed; the whole text is kept as `solution`.
@@ -15,10 +16,10 @@ without either, a record with `answerKey` reads as arc, one with `problem` and n
   question text as "(A) …" lines, because that text is what the prompt shows the model, and the gold may
   be given as a letter, a 0-based index, or the text of the right option; it is stored as the letter.
   ARC's `{"text": [...], "label": [...]}` choices take the gold as one of their labels (`answerKey`).
-- MATH (preset math): `problem` is the question and the gold is the last `\boxed{…}` of `solution`.
+- MATH (field map math): `problem` is the question and the gold is the last `\boxed{…}` of `solution`.
 - Every other field is the question's metadata (subject, level, ...): stored with it, shown and filtered
   by in the app, and `meta_<key>` columns of the questions table (`export --where "meta_subject = 'x'"`);
-  checked and typed as `reachtui.metadata` says (distinct column names, bounded, one kind per key).
+  checked and typed as `reachtui.tasks.metadata` says (distinct column names, bounded, one kind per key).
 
 Anything malformed fails the whole load with `file:line: what is wrong` (ReachError; the record number
 for formats without lines): the audit must never run on half a task. An `id` may not hold control characters (a newline or a NUL would make one id read as
@@ -37,7 +38,7 @@ import unicodedata
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from reachtui import metadata
+from reachtui.tasks import metadata
 from reachtui.errors import ReachError
 
 LETTERS = string.ascii_uppercase
@@ -61,16 +62,16 @@ class Question:
 @dataclass(frozen=True)
 class Fields:
     """Which record field holds what (`--question-field`, `--answer-field`, `--id-field`, `--choices-field`),
-    and `preset` (`--task-preset`): a named mapping (PRESETS) the given fields override."""
+    and `field_map` (`--task-fields`): the name of a built-in mapping (FIELD_MAPS) the given fields override."""
 
     question: str | None = None
     answer: str | None = None
     id: str | None = None
     choices: str | None = None
-    preset: str | None = None
+    field_map: str | None = None
 
     def given(self) -> bool:
-        return any(v is not None for v in (self.question, self.answer, self.id, self.choices, self.preset))
+        return any(v is not None for v in (self.question, self.answer, self.id, self.choices, self.field_map))
 
 
 @dataclass(frozen=True)
@@ -91,9 +92,9 @@ class FieldMap:
         return json.dumps({k: v for k, v in dataclasses.asdict(self).items() if k != "required"}, sort_keys=True)
 
 
-#: The built-in mappings: GSM8K (`#### N` answers), MATH (`problem`, gold the last \boxed{} of `solution`),
+#: The built-in field maps (`--task-fields NAME`): GSM8K (`#### N` answers), MATH (`problem`, gold the last \boxed{} of `solution`),
 #: ARC (`{text, label}` choices, gold `answerKey`), MMLU (`choices` list, gold an index or a letter).
-PRESETS = {
+FIELD_MAPS = {
     "gsm8k": FieldMap(),
     "math": FieldMap(question="problem", answer="solution", solution=None, boxed=True),
     "arc": FieldMap(answer="answerKey"),
@@ -102,17 +103,18 @@ PRESETS = {
 
 
 def resolve_fields(fields: Fields | None, first: dict | None = None) -> FieldMap:
-    """The mapping of `fields`: its preset (unknown: ReachError) with the named fields on top. With no preset,
+    """The mapping of `fields`: its field map (unknown: ReachError) with the named fields on top. With none,
     the first record chooses: `answerKey` -> arc, `problem` without `question` -> math, else the default."""
     fields = fields or Fields()
-    if fields.preset is not None:
-        if fields.preset not in PRESETS:
-            raise ReachError(f"--task-preset {fields.preset!r}: unknown preset; choose one of {', '.join(PRESETS)}")
-        base = PRESETS[fields.preset]
+    if fields.field_map is not None:
+        if fields.field_map not in FIELD_MAPS:
+            raise ReachError(f"--task-fields {fields.field_map!r}: unknown field map; choose one of "
+                             f"{', '.join(FIELD_MAPS)}")
+        base = FIELD_MAPS[fields.field_map]
     elif first is not None and "answerKey" in first and fields.answer is None:
-        base = PRESETS["arc"]
+        base = FIELD_MAPS["arc"]
     elif first is not None and "problem" in first and "question" not in first and fields.question is None:
-        base = PRESETS["math"]
+        base = FIELD_MAPS["math"]
     else:
         base = FieldMap()
     named = dict(question=fields.question, answer=fields.answer, id=fields.id, choices=fields.choices)
@@ -138,10 +140,10 @@ class Task:
 
 def load_task(spec: str, name: str | None = None, fields: Fields | None = None, *,
               allow_download: bool = False) -> Task:
-    """`demo` -> the bundled arithmetic task; anything else a task source (`reachtui.task_sources`: a JSONL,
+    """`demo` -> the bundled arithmetic task; anything else a task source (`reachtui.tasks.sources`: a JSONL,
     CSV or parquet file, a `datasets` folder, `hf:NAME[:CONFIG][:SPLIT]`), its records mapped by `fields`,
     called by its stem unless `name` is given (`--task-name`: GSM8K's `test.jsonl` as gsm8k)."""
-    from reachtui import task_sources
+    from reachtui.tasks import sources
 
     if name is not None and not name.strip():
         raise ReachError("--task-name must not be empty")
@@ -156,10 +158,10 @@ def load_task(spec: str, name: str | None = None, fields: Fields | None = None, 
             raise ReachError("the demo task has its own fields: --question-field and the like are for a task file")
         if not DEMO_TASK_PATH.is_file():
             raise ReachError(f"the demo task is missing: {DEMO_TASK_PATH} does not exist")
-        source = task_sources.read_source(str(DEMO_TASK_PATH))
+        source = sources.read_source(str(DEMO_TASK_PATH))
         return task_from_records(source.records, name="demo", path=source.path, fingerprint=source.fingerprint,
                                  shown=str(DEMO_TASK_PATH))
-    source = task_sources.read_source(str(spec), allow_download=allow_download)
+    source = sources.read_source(str(spec), allow_download=allow_download)
     task = task_from_records(source.records, name=name.strip() if name else source.name, path=source.path,
                              fingerprint=source.fingerprint, shown=str(spec), fields=fields,
                              fixed_fingerprint=source.by_bytes)
@@ -175,8 +177,8 @@ def task_from_records(records, *, name: str, path: str, fingerprint: bytes, show
     questions: list[Question] = []
     seen: dict[str, int] = {}
     mapping = None
-    if fields is not None and fields.preset is not None:
-        resolve_fields(fields)            # an unknown preset is said first, also of an empty task
+    if fields is not None and fields.field_map is not None:
+        resolve_fields(fields)            # an unknown field map is said first, also of an empty task
     for lineno, record in records:
         where = f"{shown}:{lineno}"
         if mapping is None:
@@ -196,7 +198,7 @@ def task_from_records(records, *, name: str, path: str, fingerprint: bytes, show
 
 
 def _typed_meta(questions: list[Question], shown: str) -> list[Question]:
-    """The questions with their metadata checked and typed as `reachtui.metadata` says (one column per key,
+    """The questions with their metadata checked and typed as `reachtui.tasks.metadata` says (one column per key,
     each of one kind every export holds); a key or value no export could hold is one line."""
     if not any(q.meta for q in questions):
         return questions
@@ -222,7 +224,7 @@ def _text(value, field: str, where: str) -> str:
 def _missing(record: dict, field: str, where: str, flag: str) -> ReachError:
     have = ", ".join(list(record)[:12]) or "none"
     return ReachError(f"{where}: missing '{field}' (fields here: {have}; --{flag}-field names another, "
-                      f"--task-preset picks a mapping)")
+                      f"--task-fields picks a field map)")
 
 
 def _parse_record(record: dict, where: str, default_id: str, mapping: FieldMap = FieldMap()) -> Question:

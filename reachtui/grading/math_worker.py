@@ -3,8 +3,8 @@ the others.
 
 math-verify guards parse/verify with `signal.alarm`, which works only in the main thread, and grading runs
 in worker threads; sympy holds the GIL, so a thread cannot be stopped either (`\\boxed{9^{9^{9^{9}}}}` never
-returns). So each comparison runs in one long-lived child process, `python -m reachtui.math_worker` (a plain
-subprocess: no fork of a process with threads, nothing of the parent's main module re-run), and a comparison
+returns). So each comparison runs in one long-lived child process, `python -m reachtui.grading.math_worker`
+(a plain subprocess: no fork of a process with threads, nothing of the parent's main module re-run), and a comparison
 that outlives its time limit has its process killed; the next comparison starts a fresh one. The child
 starts on the first math comparison (about half a second: it imports math-verify), runs in its own session
 (the terminal's Ctrl-C is the parent's to handle), writes nothing to the terminal and ends when its input
@@ -39,7 +39,7 @@ class MathWorker:
         atexit.register(self.close)
 
     def _start(self) -> None:
-        proc = subprocess.Popen([sys.executable, "-m", "reachtui.math_worker"], stdin=subprocess.PIPE,
+        proc = subprocess.Popen([sys.executable, "-m", "reachtui.grading.math_worker"], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         self._proc = proc
         if _readable(proc, START_TIMEOUT_S) and proc.stdout.readline() == b"ready\n":

@@ -20,7 +20,7 @@ from typing import Any
 
 from reachtui import __version__
 from reachtui.errors import ReachError
-from reachtui.plots.draw import KEY, need_matplotlib, rc_context
+from reachtui.reports.plots.draw import KEY, need_matplotlib, rc_context
 
 FIGURE_FORMATS = ("pdf", "png", "svg")
 #: The PNG text chunks that carry the plotted data and the provenance.

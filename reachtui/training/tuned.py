@@ -2,8 +2,8 @@
 demo task, with reachtui's own grader as the reward.
 
     pip install 'reachtui[train]'
-    python -m reachtui.model.train_tuned --out assets/models/demo-tuned          # GRPO, as shipped
-    python -m reachtui.model.train_tuned --method expert-iteration --out DIR    # the alternative recipe
+    python -m reachtui.training.tuned --out assets/models/demo-tuned          # GRPO, as shipped
+    python -m reachtui.training.tuned --method expert-iteration --out DIR    # the alternative recipe
 
 The shipped model is made by **GRPO** with TRL's GRPOTrainer: per step 8 prompts x 8 completions sampled
 at temperature 1.0 (as the `sample` probe draws them), reward 1 when the completion's first line grades
@@ -15,7 +15,7 @@ took 9.8 min on the shared 2-core CPU (6-8 s a step; tests/bench/time_grpo_trl.p
 8 completions per prompt with reachtui's own Runner and fine-tunes on the correct ones of prompts whose
 greedy answer was wrong (loss on the completion only). The model card gives what each recipe measured.
 
-The prompts come from `reachtui.demo_task.training_items` with a seed other than the demo model's
+The prompts come from `reachtui.tasks.demo.training_items` with a seed other than the demo model's
 training stream, and never include a question of the shipped demo task. A fixed seed and one thread
 make the run repeatable on the same CPU. The tokenizer is the demo model's, copied unchanged.
 """
@@ -30,9 +30,9 @@ import time
 from pathlib import Path
 
 from reachtui.assets import DEMO_MODEL_DIR
-from reachtui.demo_task import format_prompt, training_items
-from reachtui.model.train_demo import held_out_items
 from reachtui.grading import grade
+from reachtui.tasks.demo import format_prompt, training_items
+from reachtui.training.examples import batches, held_out_items, quick_eval
 
 DEFAULTS = dict(method="grpo", rounds=2, prompts_per_round=640, samples=8, epochs=2, lr=3e-4,
                 batch_size=16, steps=60, prompts_per_step=8, lr_grpo=3e-5, beta=0.0, temperature=1.0,
@@ -57,7 +57,6 @@ def train_grpo(out: Path, *, steps: int, prompts_per_step: int, samples: int, lr
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from reachtui.model.train_demo import quick_eval
 
     t0 = time.time()
     torch.set_num_threads(threads)
@@ -139,8 +138,6 @@ def fine_tune(model, tokenizer, pairs, *, epochs: int, lr: float, batch_size: in
 
     import torch
 
-    from reachtui.model.train_demo import _batches
-
     eos = tokenizer.eos_token_id
     examples = []
     for prompt, completion in pairs:
@@ -152,7 +149,7 @@ def fine_tune(model, tokenizer, pairs, *, epochs: int, lr: float, batch_size: in
     model.train()
     for _ in range(epochs):
         rng.shuffle(examples)
-        for ids, labels, mask in _batches(examples, batch_size, rng, tokenizer.pad_token_id):
+        for ids, labels, mask in batches(examples, batch_size, rng, tokenizer.pad_token_id):
             loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -171,7 +168,6 @@ def train_expert_iteration(out: Path, *, rounds: int, prompts_per_round: int, sa
 
     from reachtui.model.load import load_model
     from reachtui.model.run import Runner
-    from reachtui.model.train_demo import quick_eval
 
     t0 = time.time()
     torch.set_num_threads(threads)
@@ -206,7 +202,7 @@ def train_expert_iteration(out: Path, *, rounds: int, prompts_per_round: int, sa
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m reachtui.model.train_tuned", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m reachtui.training.tuned", description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, required=True, help="directory to save the tuned model in")
     for key, value in DEFAULTS.items():
         ap.add_argument("--" + key.replace("_", "-"), type=type(value), default=value)

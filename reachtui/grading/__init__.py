@@ -7,8 +7,8 @@ same thing everywhere. Formats (`fmt`):
   (`fractions.Fraction`), never floats and never sympy: "12.0" = "12", "$1,234" = "1234", "3/4" = "0.75".
 - ``math``: expressions, ``\\frac``, ``\\sqrt``, intervals. Plain numbers still take the fast path, and equal
   strings need no sympy; anything else goes to math-verify in a worker process with a time limit
-  (`reachtui.math_worker`: math-verify's own ``signal.alarm`` works only in the main thread, and sympy
-  cannot be stopped in a thread), `MATH_TIMEOUT_S` per comparison. A comparison that runs past it counts
+  (`reachtui.grading.math_worker`: math-verify's own ``signal.alarm`` works only in the main thread, and
+  sympy cannot be stopped in a thread), `MATH_TIMEOUT_S` per comparison. A comparison that runs past it counts
   as no answer, with rule ``timeout`` (so one pathological output, ``\\boxed{9^{9^{9^{9}}}}``, costs the
   audit seconds, not every later math grade). Each (answer, gold) pair is compared once per process.
   Answers longer than `MAX_MATH_CHARS` are compared as strings, never handed to sympy.
@@ -310,7 +310,7 @@ def _worker():
     global _WORKER
     with _WORKER_LOCK:
         if _WORKER is None:
-            from reachtui.math_worker import MathWorker
+            from reachtui.grading.math_worker import MathWorker
 
             _WORKER = MathWorker()
         return _WORKER

@@ -1,8 +1,9 @@
 """What the store answers about outcomes (mixed into `reachtui.store.Store`): the SQL of realized, reachable,
 first hit, the failure set, the answer groups the chance control and the answer-blind picks read, and the
 tables' stored pass. The definitions are `reachtui.outcomes`' (said there in words); this module is where
-they are written as queries over the attempts table (schema in `reachtui/store_schema.py`), and the only
-one that does.
+they are written as queries over the attempts table (schema in `reachtui/store/schema.py`), and the only
+one that does. It reads: a finished run's pass is made by `reachtui.engine.finish.write_stored_pass` and
+written by `Store.write_outcomes`.
 """
 
 from __future__ import annotations

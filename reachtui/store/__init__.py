@@ -1,6 +1,7 @@
-"""The audit store: one SQLite file for every model, task and run (schema in `store_schema.py`, reads in
-`store_queries.py` and, for what outcomes are, `store_outcomes.py`). This module opens it and writes to it.
-Nothing outside these modules runs SQL on the store's connection: everything reads through a `Store`.
+"""The audit store: one SQLite file for every model, task and run. The room `reachtui/store/`: `Store` here
+opens it and writes to it; its reads are mixed in from `queries.py` (runs, questions, attempts) and
+`outcomes.py` (the SQL of what outcomes are); `schema.py` holds the schema and its migrations. Nothing
+outside this room runs SQL on the store's connection: everything reads through a `Store`.
 
 `Store(path)` is a writer (creates, migrates, WAL); `Store(path, readonly=True)` a reader (a `mode=ro`
 URI, never creates or migrates). One `Store` per thread; a reader and a writer on the same file work side
@@ -9,7 +10,7 @@ view (made on first use, so a reader never imports sqlite-utils). Every write me
 `with store.transaction(): ...` makes several one.
 
 Faults of the environment are `EnvironmentFault`s (exit status 3), raised where they arise: every opening
-checks the store's shape (its tables, columns and triggers: `store_schema.check_shape`); a writer checks
+checks the store's shape (its tables, columns and triggers: `schema.check_shape`); a writer checks
 at opening that the file can be written and is intact (`PRAGMA quick_check`, and `PRAGMA
 foreign_key_check`: no row of a run that is not there); a damaged store is `DamagedStore` and is never
 written to (`check=True` makes a reader run quick_check too); and a failed write (disk full, read-only,
@@ -30,9 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from reachtui.errors import DamagedStore, EnvironmentFault, ReachError, os_fault, sqlite_fault
 from reachtui.inputs import short_name, too_long
-from reachtui.store_outcomes import OutcomeQueries
-from reachtui.store_queries import StoreQueries
-from reachtui.store_schema import (ATTEMPT_COLUMNS, FINISHED_STATUSES, NOW, RUN_SOURCES, RUN_STATUSES,
+from reachtui.store.outcomes import OutcomeQueries
+from reachtui.store.queries import StoreQueries
+from reachtui.store.schema import (ATTEMPT_COLUMNS, FINISHED_STATUSES, NOW, RUN_SOURCES, RUN_STATUSES,
                                    check_references, migrate, opened_version)
 
 if TYPE_CHECKING:

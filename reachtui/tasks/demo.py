@@ -14,7 +14,7 @@ Protocol default `"Question: {question}\\nAnswer:"`; a training example is
 
 Regenerate the shipped task (byte for byte) with:
 
-    python -m reachtui.demo_task --out assets/tasks/demo.jsonl
+    python -m reachtui.tasks.demo --out assets/tasks/demo.jsonl
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 
 TASK_SEED = 20240601      # seed of the shipped demo task
 TASK_SIZE = 320           # questions in the shipped demo task
-TRAIN_SEED = 7            # default seed of the training stream (see reachtui.model.train_demo)
+TRAIN_SEED = 7            # default seed of the training stream (see reachtui.training.demo)
 MAX_VALUE = 150           # no operand or intermediate result exceeds this
 
 PROMPT_TEMPLATE = "Question: {question}\nAnswer:"
@@ -282,7 +282,7 @@ def write_task(path: Path, n: int = TASK_SIZE, seed: int = TASK_SEED) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m reachtui.demo_task", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m reachtui.tasks.demo", description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, required=True, help="JSONL file to write")
     ap.add_argument("--n", type=int, default=TASK_SIZE)
     ap.add_argument("--seed", type=int, default=TASK_SEED)

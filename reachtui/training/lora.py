@@ -3,7 +3,7 @@ not in the demo task, saved as an adapter directory (`adapter_config.json` + `ad
 that `reachtui audit DIR` opens as a model (its base merged with it).
 
     pip install 'reachtui[peft]'
-    python -m reachtui.model.train_lora --out demo-lora            # 8 steps, a few seconds on a CPU
+    python -m reachtui.training.lora --out demo-lora            # 8 steps, a few seconds on a CPU
 
 It exists so that a fine-tuned checkpoint as people get them (an adapter, not full weights) can be tried
 on the demo model, and so the tests train one with the real library. The adapter's base is recorded as
@@ -18,6 +18,8 @@ import json
 from pathlib import Path
 
 from reachtui.assets import DEMO_MODEL_DIR
+from reachtui.tasks.demo import training_items
+from reachtui.training.examples import encode_examples, pad_batch
 
 #: LoRA on attention (q, v) and on the MLP's down projection: an MLP block silenced in an audit silences
 #: the adapter's share of it too (merged, it is one weight).
@@ -31,9 +33,7 @@ def train_lora(out: Path, *, steps: int = 8, batch_size: int = 16, lr: float = 3
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from reachtui.demo_task import training_items
     from reachtui.model.load import quiet_transformers
-    from reachtui.model.train_demo import _encode_examples, _pad_batch
 
     quiet_transformers()          # no progress bar, no deprecation warnings: its one line of output is its result
     torch.set_num_threads(threads)
@@ -42,14 +42,14 @@ def train_lora(out: Path, *, steps: int = 8, batch_size: int = 16, lr: float = 3
     model = AutoModelForCausalLM.from_pretrained(DEMO_MODEL_DIR, dtype=torch.float32)
     config = LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules=TARGETS, task_type="CAUSAL_LM")
     model = get_peft_model(model, config)
-    examples = _encode_examples(tok, training_items(steps * batch_size, seed=seed))
+    examples = encode_examples(tok, training_items(steps * batch_size, seed=seed))
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
     model.train()
     losses = []
     for step in range(steps):
         batch = examples[step * batch_size:(step + 1) * batch_size]
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-        ids, labels, mask = _pad_batch(batch, pad)
+        ids, labels, mask = pad_batch(batch, pad)
         loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
         loss.backward()
         optimizer.step()
@@ -64,7 +64,7 @@ def train_lora(out: Path, *, steps: int = 8, batch_size: int = 16, lr: float = 3
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    parser = argparse.ArgumentParser(prog="python -m reachtui.training.lora", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help="The adapter directory to write.")
     parser.add_argument("--steps", type=int, default=8)

@@ -1,14 +1,14 @@
 """Train the bundled demo model from scratch: a tiny character-level LlamaForCausalLM that solves the
-demo arithmetic word problems (reachtui.demo_task) — sometimes.
+demo arithmetic word problems (reachtui.tasks.demo) — sometimes.
 
-    python -m reachtui.model.train_demo --out assets/models/demo
+    python -m reachtui.training.demo --out assets/models/demo
 
 Deterministic for a given seed and step count (fixed data stream, fixed schedule): on the same kind
 of CPU, rerunning the default command reproduces the shipped `model.safetensors` byte for byte, and the
 weights do not depend on the torch thread count (1 and 2 threads gave identical bytes). The default is
 two threads (fastest on 2 idle cores); on a 2-core machine shared with other jobs, `--threads 1` is
 several times faster than 2 and gives the same model. The training stream comes from
-`reachtui.demo_task.training_items`, which never yields a question of the shipped demo task. The loss
+`reachtui.tasks.demo.training_items`, which never yields a question of the shipped demo task. The loss
 is on the answer only (the worked solution, the closing newline and EOS), not on the question.
 
 The result is saved with `save_pretrained(safe_serialization=True)` (float32) together with a
@@ -25,7 +25,8 @@ import random
 import time
 from pathlib import Path
 
-from reachtui.demo_task import PROMPT_TEMPLATE, TRAIN_SEED, format_prompt, iter_items, training_items
+from reachtui.tasks.demo import PROMPT_TEMPLATE, TRAIN_SEED, training_items
+from reachtui.training.examples import batches, encode_examples, held_out_items, quick_eval
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = [PAD, BOS, EOS, UNK]
@@ -75,90 +76,6 @@ def build_model(vocab_size: int, tokenizer, *, layers: int, hidden: int, heads: 
     return model
 
 
-def _encode_examples(tokenizer, items):
-    """(input_ids, labels) per example: prompt + solution + "\\n" + EOS; labels mask the prompt."""
-    prompts = [format_prompt(it.question) for it in items]
-    answers = [it.solution + "\n" for it in items]
-    p_ids = tokenizer(prompts, add_special_tokens=False)["input_ids"]
-    a_ids = tokenizer(answers, add_special_tokens=False)["input_ids"]
-    eos = tokenizer.eos_token_id
-    out = []
-    for p, a in zip(p_ids, a_ids):
-        ids = p + a + [eos]
-        labels = [-100] * len(p) + a + [eos]
-        out.append((ids, labels))
-    return out
-
-
-def _batches(examples, batch_size: int, rng: random.Random, pad_id: int):
-    """Deterministic batches; examples are grouped by length within windows of 16 batches to cut
-    padding, then the batches are shuffled."""
-    import torch
-
-    window = batch_size * 16
-    batches = []
-    for start in range(0, len(examples), window):
-        chunk = sorted(examples[start:start + window], key=lambda e: len(e[0]))
-        group = [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
-        rng.shuffle(group)
-        batches.extend(group)
-    for group in batches:
-        yield _pad_batch(group, pad_id)
-
-
-def _pad_batch(group, pad_id: int):
-    """(ids, labels, attention mask) of (ids, labels) examples, int64 [rows, longest]: ids padded with
-    `pad_id` on the right, labels with -100, the mask 1 over each row's own tokens."""
-    import torch
-
-    width = max(len(ids) for ids, _ in group)
-    ids = torch.full((len(group), width), pad_id, dtype=torch.long)
-    labels = torch.full((len(group), width), -100, dtype=torch.long)
-    mask = torch.zeros((len(group), width), dtype=torch.long)
-    for r, (i, l) in enumerate(group):
-        ids[r, : len(i)] = torch.tensor(i)
-        labels[r, : len(l)] = torch.tensor(l)
-        mask[r, : len(i)] = 1
-    return ids, labels, mask
-
-
-def held_out_items(n: int, seed: int, exclude: set[str]) -> list:
-    """`n` distinct problems of the stream for `seed` for a greedy check during training: neither `exclude`
-    (the training prompts) nor demo-task questions."""
-    from reachtui.demo_task import demo_question_texts
-
-    seen, out = set(exclude) | demo_question_texts(), []
-    for item in iter_items(seed):
-        if len(out) == n:
-            break
-        if item.question not in seen:
-            seen.add(item.question)
-            out.append(item)
-    return out
-
-
-def quick_eval(model, tokenizer, questions, batch_size: int = 64) -> float:
-    """Greedy accuracy (number after '####' vs gold) on `questions` (DemoItems)."""
-    import torch
-
-    correct = 0
-    model.eval()
-    with torch.no_grad():
-        for s in range(0, len(questions), batch_size):
-            chunk = questions[s:s + batch_size]
-            enc = tokenizer([format_prompt(q.question) for q in chunk], return_tensors="pt",
-                            padding=True, add_special_tokens=False)
-            out = model.generate(**enc, max_new_tokens=48, do_sample=False,
-                                 pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
-            texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-            for q, t in zip(chunk, texts):
-                line = t.split("\n", 1)[0]
-                got = line.rsplit("####", 1)[-1].strip() if "####" in line else None
-                correct += got == str(q.answer)
-    model.train()
-    return correct / len(questions)
-
-
 def train(out: Path, *, steps: int, batch_size: int, lr: float, warmup: int, min_lr_frac: float,
           weight_decay: float, seed: int, threads: int, layers: int, hidden: int, heads: int,
           intermediate: int, max_positions: int, eval_every: int = 0, eval_n: int = 200,
@@ -177,7 +94,7 @@ def train(out: Path, *, steps: int, batch_size: int, lr: float, warmup: int, min
     print(f"model: {layers} layers, hidden {hidden}, {n_params:,} parameters; vocab {len(tokenizer)}", flush=True)
 
     items = training_items(steps * batch_size, seed=seed)
-    examples = _encode_examples(tokenizer, items)
+    examples = encode_examples(tokenizer, items)
     held_out = held_out_items(eval_n, seed + 10_000, {it.question for it in items}) if eval_every else []
     print(f"data: {len(examples):,} examples, {sum(len(e[0]) for e in examples):,} tokens "
           f"({time.time() - t0:.1f}s)", flush=True)
@@ -197,7 +114,7 @@ def train(out: Path, *, steps: int, batch_size: int, lr: float, warmup: int, min
     t_train, cpu_train = time.time(), time.process_time()
     running = 0.0
     history = []
-    for step, (ids, labels, mask) in enumerate(_batches(examples, batch_size, rng, tokenizer.pad_token_id)):
+    for step, (ids, labels, mask) in enumerate(batches(examples, batch_size, rng, tokenizer.pad_token_id)):
         if step >= steps:
             break
         for g in opt.param_groups:
@@ -233,7 +150,7 @@ def train(out: Path, *, steps: int, batch_size: int, lr: float, warmup: int, min
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m reachtui.model.train_demo", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m reachtui.training.demo", description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, required=True, help="directory to save the model and tokenizer in")
     for key in ("steps", "batch_size", "warmup", "seed", "threads", "layers", "hidden", "heads",
                 "intermediate", "max_positions"):

@@ -26,11 +26,11 @@ matplotlib is imported only in look, draw and files, and only when a figure is d
 
 from __future__ import annotations
 
-from reachtui.plots.captions import caption
-from reachtui.plots.draw import KEY, draw
-from reachtui.plots.files import FIGURE_FORMATS, NAMES, PNG_DATA, PNG_PROVENANCE, plotted, provenance, render
-from reachtui.plots.look import MIN_FONT, WIDTHS, parse_width, style_rc
-from reachtui.plots.shown import KINDS, NothingToDraw, Shown, check_kind, figure_tables
+from reachtui.reports.plots.captions import caption
+from reachtui.reports.plots.draw import KEY, draw
+from reachtui.reports.plots.files import FIGURE_FORMATS, NAMES, PNG_DATA, PNG_PROVENANCE, plotted, provenance, render
+from reachtui.reports.plots.look import MIN_FONT, WIDTHS, parse_width, style_rc
+from reachtui.reports.plots.shown import KINDS, NothingToDraw, Shown, check_kind, figure_tables
 
 #: `reachtui plot all`: the figures drawn for one run, and the one drawn only for two (A, B).
 ONE_RUN_KINDS = tuple(k for k in KINDS if k != "compare")

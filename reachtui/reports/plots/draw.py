@@ -18,8 +18,8 @@ from typing import Any
 
 from reachtui import stats
 from reachtui.errors import ReachError
-from reachtui.plots import look
-from reachtui.plots.shown import (Shown, budgets, curves_by, is_number, pass_at_k_rows, run_n, side_names,
+from reachtui.reports.plots import look
+from reachtui.reports.plots.shown import (Shown, budgets, curves_by, is_number, pass_at_k_rows, run_n, side_names,
                                   summary_of)
 from reachtui.probes import registry
 

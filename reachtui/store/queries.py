@@ -1,6 +1,6 @@
 """Read queries of the audit store (mixed into `reachtui.store.Store`): runs and their protocols, questions,
 attempts, failure sets, the MLP scan, explorations, search. Plain SQL, answered from an index, rows as plain
-dicts. What realized, reachable and a failure set mean is `reachtui.outcomes`, asked in `store_outcomes.py`."""
+dicts. What realized, reachable and a failure set mean is `reachtui.outcomes`, asked in `reachtui/store/outcomes.py`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from reachtui.errors import ReachError
 from reachtui.probes import registry
 from reachtui.probes.registry import ordered_names
-from reachtui.store_outcomes import realized_where
+from reachtui.store.outcomes import realized_where
 
 if TYPE_CHECKING:
     import sqlite3
