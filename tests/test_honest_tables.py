@@ -149,7 +149,7 @@ def test_the_progress_bar_labels_its_times_and_shows_the_rate_of_attempts():
     from rich.console import Console
 
     from reachtui.commands import audit as A
-    from reachtui.engine.progress import Progress
+    from reachtui.engine.progress import Progress, attempts_rate
 
     clock = iter([100.0, 100.0, 104.0])          # the phase starts at 100 s; its second update comes 4 s later
     out = io.StringIO()
@@ -160,7 +160,7 @@ def test_the_progress_bar_labels_its_times_and_shows_the_rate_of_attempts():
         bar(Progress(1, "sample", 82, 128, generated=50, correct=9))
     line = out.getvalue().splitlines()[-1]
     assert "82/128 elapsed " in line and " left " in line and line.endswith(" 12.5 attempts/s 9 ok")
-    assert A.attempts_rate(0, 3.0) == "" and A.attempts_rate(1234, 2.0) == "617 attempts/s"
+    assert attempts_rate(0, 3.0) == "" and attempts_rate(1234, 2.0) == "617 attempts/s"
     for width in (80, 100):             # at 80 columns the bar gives way: no column is cut
         out = io.StringIO()
         ticks = iter([0.0, 1680.0])

@@ -21,7 +21,7 @@ from reachtui.commands.options import (batch_size_option, mlp_scan_flag, model_a
                                        placement_options, protocol_options, server_options, set_threads, store_option,
                                        task_option, threads_option)
 from reachtui.commands.preflight import loadable, placement, prompts_fit, question_pairs, settings_of
-from reachtui.engine.progress import DONE, FAILURE_SETS
+from reachtui.engine.progress import DONE, FAILURE_SETS, attempts_rate
 from reachtui.errors import ReachError
 
 
@@ -88,15 +88,6 @@ class _Bar:
         else:
             info, rate = f"{ev.correct} ok", attempts_rate(ev.generated, self.clock() - self.started[ev.phase])
         self.progress.update(tid, completed=ev.done, total=max(ev.total, 1), info=info, rate=rate)
-
-
-def attempts_rate(generated: int, seconds: float) -> str:
-    """The progress bar's rate column: attempts generated per second ("12.3 attempts/s"); blank before the
-    first attempt of this session (a resumed phase whose stored attempts were all there)."""
-    if generated <= 0 or seconds <= 0:
-        return ""
-    per_s = generated / seconds
-    return f"{per_s:.1f} attempts/s" if per_s < 100 else f"{per_s:.0f} attempts/s"
 
 
 def _open_writer(store_path):

@@ -43,5 +43,14 @@ class Progress:
         return probe.label if probe is not None else PHASE_LABELS.get(self.phase, self.phase)
 
 
+def attempts_rate(generated: int, seconds: float) -> str:
+    """The progress bar's rate column: attempts generated per second ("12.3 attempts/s"); blank before the
+    first attempt of this session (a resumed phase whose stored attempts were all there)."""
+    if generated <= 0 or seconds <= 0:
+        return ""
+    per_s = generated / seconds
+    return f"{per_s:.1f} attempts/s" if per_s < 100 else f"{per_s:.0f} attempts/s"
+
+
 class Cancelled(Exception):
     """Raised inside the engine when the job's cancel event is set; the run is left resumable."""

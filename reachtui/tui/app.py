@@ -22,7 +22,7 @@ from textual import on, work
 from textual.app import App
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from reachtui.engine.progress import APPLY, DONE
+from reachtui.engine.progress import APPLY, DONE, attempts_rate
 from reachtui.errors import DamagedStore, ReachError, error_line, sqlite_fault
 from reachtui.model_names import stored_model
 from reachtui.tui import actions
@@ -95,6 +95,7 @@ class ReachApp(App[None]):
         self._audit_run_id: int | None = None
         self._last_reload = 0.0
         self._reload_pending = False
+        self._phase_started: dict[tuple[int, str], float] = {}   # (run, phase) -> when its first event came
         self._audit_progress = None   # the audit's latest progress event: the bar shows it with the rows read after it
         self.last_export: Path | None = None
         self.last_live: dict[str, Any] | None = None
@@ -249,7 +250,14 @@ class ReachApp(App[None]):
             self._show_rows(msg.run, msg.rows, msg.frozen)
             ev = msg.progress
             if ev is not None and self.audit_running and ev.run_id == msg.run.id:
-                self.main.show_progress(ev.done, ev.total, f"audit: {ev.label} {ev.done}/{ev.total}")
+                self.main.show_progress(ev.done, ev.total, self._progress_label(ev))
+
+    def _progress_label(self, ev) -> str:
+        """The audit bar's words: the phase, its count and, once this session generated some, attempts/s
+        over the phase so far (the CLI bar's rate column, one rule)."""
+        started = self._phase_started.setdefault((ev.run_id, ev.phase), time.monotonic())
+        rate = attempts_rate(ev.generated, time.monotonic() - started)
+        return f"audit: {ev.label} {ev.done}/{ev.total}" + (f" · {rate}" if rate else "")
 
     def _show_rows(self, run: RunInfo, rows: list[QRow], frozen: dict[str, dict[str, Any]]) -> None:
         new_run = self.run_info is None or self.run_info.id != run.id
@@ -570,6 +578,7 @@ class ReachApp(App[None]):
                 self.reload(force=True)
             self.notify(f"the audit (run {ev.run_id}) finished: {ev.status}", title="audit")
         elif watching:
+            self._phase_started.setdefault((ev.run_id, ev.phase), time.monotonic())
             self._audit_progress = ev      # shown with the rows read after it (`_rows_loaded`)
             self.reload()
 
