@@ -7,6 +7,7 @@ tables can name these types without loading a model.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,27 @@ if TYPE_CHECKING:
 SAMPLER_VERSION = 2
 SAMPLERS = (1, 2)
 
+#: The smallest temperature above 0: below it softmax(logits / T) overflows to NaN (0 is greedy decoding).
+MIN_TEMPERATURE = 0.01
+
+
+def check_decoding(temperature: float, top_p: float, *, where: str = "",
+                   names: tuple[str, str] = ("temperature", "top_p")) -> None:
+    """The one check of a decoding's temperature and top-p (a `Decoding`, a protocol and its probes, `reachtui
+    generate`'s flags): a temperature is a finite 0 (greedy) or at least MIN_TEMPERATURE, below which every
+    sample is NaN (a run would fail again on every resume); top-p is in (0, 1]. `where` opens the line and
+    `names` are the two values as the caller's user writes them ("protocol: probe sample: ", --top-p)."""
+    t, p = names
+    if not math.isfinite(temperature):
+        raise ReachError(f"{where}{t} must be a finite number, not {temperature}")
+    if temperature < 0:
+        raise ReachError(f"{where}{t} must be >= 0, not {temperature}")
+    if 0 < temperature < MIN_TEMPERATURE:
+        raise ReachError(f"{where}{t} {temperature} is below {MIN_TEMPERATURE}, where sampling overflows; use 0 for "
+                         f"greedy decoding")
+    if not 0 < top_p <= 1:
+        raise ReachError(f"{where}{p} must be in (0, 1], not {top_p}")
+
 
 @dataclass(frozen=True)
 class Decoding:
@@ -37,6 +59,9 @@ class Decoding:
     top_p: float = 1.0
     stop: tuple[str, ...] = ()
     sampler: int = SAMPLER_VERSION
+
+    def __post_init__(self) -> None:
+        check_decoding(self.temperature, self.top_p)
 
     @property
     def greedy(self) -> bool:

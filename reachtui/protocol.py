@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from reachtui.errors import ReachError
-from reachtui.generation import SAMPLER_VERSION, SAMPLERS
+from reachtui.generation import SAMPLER_VERSION, SAMPLERS, check_decoding
 from reachtui.grading import FORMATS
 from reachtui.probes import registry
 from reachtui.seeds import seed_deriver
@@ -33,8 +33,6 @@ CONTROL_STRATA = ("format", "none")
 DEFAULT_TEMPLATE = "Question: {question}\nAnswer:"
 #: The most attempts per question a probe may have (K): a plan of questions x K work items is built whole.
 MAX_BUDGET = 10_000
-#: The smallest temperature above 0: below it softmax(logits / T) overflows to NaN (0 is greedy decoding).
-MIN_TEMPERATURE = 0.01
 #: The most new tokens one answer may ask for (checked again against the model's position limit).
 MAX_NEW_TOKENS = 1 << 24
 #: Seeds are stored as SQLite integers.
@@ -110,7 +108,7 @@ class ProbeSpec:
             raise ReachError(f"protocol: probe {self.name}: budget must be at least 1, not {self.budget}")
         if self.budget > MAX_BUDGET:
             raise ReachError(f"protocol: probe {self.name}: budget must be at most {MAX_BUDGET}, not {self.budget}")
-        _check_decoding(self.temperature, self.top_p, f"probe {self.name}: ")
+        check_decoding(self.temperature, self.top_p, where=f"protocol: probe {self.name}: ")
 
 
 #: The largest route-sampler settings (far above any route studied; beyond them a draw never ends).
@@ -186,22 +184,6 @@ class ControlParams:
             raise ReachError(f"protocol: control.strata must be one of {known}, not {self.strata!r}")
 
 
-def check_temperature(temperature: float, where: str = "") -> None:
-    """A temperature is 0 (greedy) or at least MIN_TEMPERATURE: below it softmax(logits / T) overflows and
-    every sample is NaN (the run would fail again on every resume)."""
-    if temperature < 0:
-        raise ReachError(f"protocol: {where}temperature must be >= 0, not {temperature}")
-    if 0 < temperature < MIN_TEMPERATURE:
-        raise ReachError(f"protocol: {where}temperature {temperature} is below {MIN_TEMPERATURE}, where sampling "
-                         f"overflows; use 0 for greedy decoding")
-
-
-def _check_decoding(temperature: float, top_p: float, where: str) -> None:
-    check_temperature(temperature, where)
-    if not 0 < top_p <= 1:
-        raise ReachError(f"protocol: {where}top_p must be in (0, 1], not {top_p}")
-
-
 def _default_probes() -> tuple[ProbeSpec, ...]:
     return (ProbeSpec(registry.SAMPLE.name), ProbeSpec(registry.ROUTES.name))
 
@@ -252,7 +234,7 @@ class Protocol:
         if self.max_new_tokens < 1:
             raise ReachError(f"protocol: max_new_tokens must be at least 1, not {self.max_new_tokens}")
         _at_most(self.max_new_tokens, MAX_NEW_TOKENS, "max_new_tokens", "tokens of one answer")
-        _check_decoding(self.temperature, self.top_p, "")
+        check_decoding(self.temperature, self.top_p, where="protocol: ")
         if self.seed < 0:
             raise ReachError(f"protocol: seed must be >= 0, not {self.seed}")
         _at_most(self.seed, MAX_SEED, "seed", "a 64-bit integer")

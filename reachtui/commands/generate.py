@@ -70,15 +70,9 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
     max_new_tokens = proto.max_new_tokens if max_new_tokens is None else max_new_tokens
     if max_new_tokens < 1:
         raise ReachError("--max-new-tokens must be at least 1")
-    if not math.isfinite(temperature) or temperature < 0:
-        raise ReachError(f"--temperature must be a finite number >= 0, not {temperature}")
-    from reachtui.protocol import MIN_TEMPERATURE
+    from reachtui.generation import check_decoding
 
-    if 0 < temperature < MIN_TEMPERATURE:
-        raise ReachError(f"--temperature {temperature} is below {MIN_TEMPERATURE}, where sampling overflows; use 0 "
-                         f"for greedy decoding")
-    if not 0.0 < top_p <= 1.0:
-        raise ReachError("--top-p must be in (0, 1]")
+    check_decoding(temperature, top_p, names=("--temperature", "--top-p"))   # as the user typed them
     from reachtui.model.load import load_model
     from reachtui.intervention import Intervention
     from reachtui.routes import check_syntax
