@@ -19,7 +19,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from reachtui.errors import ReachError
 from reachtui.generation import SAMPLER_VERSION, SAMPLERS, check_decoding
@@ -38,6 +38,7 @@ MAX_NEW_TOKENS = 1 << 24
 #: Seeds are stored as SQLite integers.
 MAX_SEED = 2**63 - 1
 CHAT_TEMPLATE = "{question}"
+_T = TypeVar("_T")
 
 
 def _num(value: Any, name: str, kind: type) -> Any:
@@ -543,7 +544,6 @@ def protocol_from_options(
     ("realized" always runs, listing it is optional); a listed probe keeps its settings from `base`;
     `budget` sets K for every probe; `temperature`/`top_p` set the `sample` probe's decoding. `chat` without
     a `template` switches the default template with it (plain: DEFAULT_TEMPLATE, chat: the bare question)."""
-    changes: dict[str, Any] = {}
     specs = list(base.probes)
     if probes is not None:
         names = [n.strip() for n in (probes.split(",") if isinstance(probes, str) else probes)]
@@ -560,20 +560,26 @@ def protocol_from_options(
             raise ReachError(f"--budget {budget}: no probe to give it to (the audit runs {registry.REALIZED.name} "
                              f"only)")
         specs = [replace(p, budget=budget) for p in specs]
-    for key, v in (("temperature", temperature), ("top_p", top_p)):
-        if v is not None:
-            if not any(p.name == registry.SAMPLE.name for p in specs):
-                raise ReachError(f"--{key.replace('_', '-')} {v} sets the {registry.SAMPLE.name} probe's decoding, "
-                                 f"but that probe is not in this audit")
-            specs = [replace(p, **{key: v}) if p.name == registry.SAMPLE.name else p for p in specs]
-    changes["probes"] = tuple(specs)
-    for key, v in (("seed", seed), ("max_new_tokens", max_new_tokens), ("answer_format", answer_format),
-                   ("routes_mode", routes_mode), ("chat", chat), ("system", system), ("template", template),
-                   ("stop", stop), ("fewshot", fewshot)):
-        if v is not None:
-            changes[key] = v
+    sample = registry.SAMPLE.name
+    for flag, value in (("--temperature", temperature), ("--top-p", top_p)):
+        if value is not None and not any(p.name == sample for p in specs):
+            raise ReachError(f"{flag} {value} sets the {sample} probe's decoding, but that probe is not in this audit")
+    if temperature is not None:
+        specs = [replace(p, temperature=temperature) if p.name == sample else p for p in specs]
+    if top_p is not None:
+        specs = [replace(p, top_p=top_p) if p.name == sample else p for p in specs]
     if chat and template is None and base.template == DEFAULT_TEMPLATE:
-        changes["template"] = CHAT_TEMPLATE
+        template = CHAT_TEMPLATE
     if chat is False and template is None and base.chat and base.template == CHAT_TEMPLATE:
-        changes["template"] = DEFAULT_TEMPLATE
-    return replace(base, **changes)
+        template = DEFAULT_TEMPLATE
+    return replace(base, probes=tuple(specs), seed=_given(seed, base.seed),
+                   max_new_tokens=_given(max_new_tokens, base.max_new_tokens),
+                   answer_format=_given(answer_format, base.answer_format),
+                   routes_mode=_given(routes_mode, base.routes_mode), chat=_given(chat, base.chat),
+                   system=_given(system, base.system), template=_given(template, base.template),
+                   stop=_given(stop, base.stop), fewshot=_given(fewshot, base.fewshot))
+
+
+def _given(value: _T | None, kept: _T) -> _T:
+    """A flag's value, or the protocol's own where the flag was not given (None)."""
+    return kept if value is None else value
