@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -97,8 +97,8 @@ class Generation:
 def adds_special_tokens(tokenizer: Any, prompt: str) -> bool:
     """Whether a prompt is tokenized with the tokenizer's special tokens (its BOS): yes, unless it already
     starts with the BOS token (a rendered chat template holds its own)."""
-    bos = getattr(tokenizer, "bos_token", None)
-    return not (bool(bos) and prompt.startswith(bos))
+    bos: str | None = getattr(tokenizer, "bos_token", None)
+    return not (bos and prompt.startswith(bos))
 
 
 def prompt_ids(tokenizer: Any, prompt: str) -> list[int]:
@@ -210,5 +210,6 @@ class CallPool(Protocol):
     """A runner with workers of its own (`--ray`): it runs many engine calls at once and yields
     (call index, intervention index, generations) as each intervention finishes."""
 
-    def run_calls(self, calls: list, cancel: threading.Event | None = None) -> Iterator[tuple[int, int, list]]:
+    def run_calls(self, calls: list, cancel: threading.Event | None = None
+                  ) -> Generator[tuple[int, int, list], None, None]:
         ...

@@ -26,6 +26,8 @@ from reachtui.errors import ReachError
 from reachtui.settings import ModelAccess, Placement, ProtocolOptions, ServerFlags
 
 if TYPE_CHECKING:
+    from rich.progress import TaskID
+
     from reachtui.protocol import Protocol
     from reachtui.tasks import Fields
 
@@ -70,7 +72,7 @@ class _Bar:
                                  MofNCompleteColumn(), TextColumn("elapsed"), TimeElapsedColumn(),
                                  TextColumn("left"), TimeRemainingColumn(), TextColumn("{task.fields[rate]}"),
                                  TextColumn("{task.fields[info]}"), console=console, transient=False)
-        self.tasks: dict[str, int] = {}
+        self.tasks: dict[str, TaskID] = {}
         self.started: dict[str, float] = {}
         self.clock = clock
 
@@ -230,7 +232,7 @@ def audit(model: str, task_spec: str, task_name: str | None, task_fields: Fields
     if done is not None and whole:     # the same command again: show the run, generate nothing
         print_closing(out, store, done)
         out.print(f"run {done}: already complete (protocol {protocol.hash()}); nothing generated - store "
-                  f"{store.path} (--new starts another run)")
+                  f"{store_file} (--new starts another run)")
         return
     if done is not None:          # complete, but without the MLP scan asked for: add it to that run
         run_id = done

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -210,9 +210,11 @@ def open_(model: str | None, task_spec: str, task_name: str | None, task_fields:
     return lambda: _run_app(path, run_id, launch, keymap=keymap)
 
 
-#: open's checks alone, from its option values as click parses them (`serve` makes them before serving):
-#: returns what starts the app.
-prepare = open_.callback
+def prepare(**params: Any) -> Callable[[], None]:
+    """open's checks alone, from its option values as click parses them (`serve` makes them before serving):
+    returns what starts the app."""
+    assert open_.callback is not None        # the function under @click.command, with its options' decorators
+    return open_.callback(**params)
 
 #: open's options that set up an audit of MODEL (the task, the protocol, the run's batches).
 AUDIT_OPTIONS = ("task_spec", "task_name", "question_field", "answer_field", "id_field", "choices_field",
@@ -240,7 +242,7 @@ def compared_runs(path: Path, specs: tuple[str, str], allow_unmatched: bool) -> 
 CHECK_FIRST_BYTES = 64 << 20
 
 
-def check_browsable(path: Path, run_id: int | None, *, check: bool = True) -> bool:
+def check_browsable(path: Path, run_id: int | None, *, check: bool = True) -> None:
     """One clear line, before any UI, when there is nothing to browse: no store, no runs, no such run, and
     (with `check`) a damaged store."""
     if not path.is_file():
