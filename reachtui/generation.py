@@ -7,8 +7,9 @@ tables can name these types without loading a model.
 
 from __future__ import annotations
 
+import math
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -25,6 +26,27 @@ if TYPE_CHECKING:
 SAMPLER_VERSION = 2
 SAMPLERS = (1, 2)
 
+#: The smallest temperature above 0: below it softmax(logits / T) overflows to NaN (0 is greedy decoding).
+MIN_TEMPERATURE = 0.01
+
+
+def check_decoding(temperature: float, top_p: float, *, where: str = "",
+                   names: tuple[str, str] = ("temperature", "top_p")) -> None:
+    """The one check of a decoding's temperature and top-p (a `Decoding`, a protocol and its probes, `reachtui
+    generate`'s flags): a temperature is a finite 0 (greedy) or at least MIN_TEMPERATURE, below which every
+    sample is NaN (a run would fail again on every resume); top-p is in (0, 1]. `where` opens the line and
+    `names` are the two values as the caller's user writes them ("protocol: probe sample: ", --top-p)."""
+    t, p = names
+    if not math.isfinite(temperature):
+        raise ReachError(f"{where}{t} must be a finite number, not {temperature}")
+    if temperature < 0:
+        raise ReachError(f"{where}{t} must be >= 0, not {temperature}")
+    if 0 < temperature < MIN_TEMPERATURE:
+        raise ReachError(f"{where}{t} {temperature} is below {MIN_TEMPERATURE}, where sampling overflows; use 0 for "
+                         f"greedy decoding")
+    if not 0 < top_p <= 1:
+        raise ReachError(f"{where}{p} must be in (0, 1], not {top_p}")
+
 
 @dataclass(frozen=True)
 class Decoding:
@@ -37,6 +59,9 @@ class Decoding:
     top_p: float = 1.0
     stop: tuple[str, ...] = ()
     sampler: int = SAMPLER_VERSION
+
+    def __post_init__(self) -> None:
+        check_decoding(self.temperature, self.top_p)
 
     @property
     def greedy(self) -> bool:
@@ -72,8 +97,8 @@ class Generation:
 def adds_special_tokens(tokenizer: Any, prompt: str) -> bool:
     """Whether a prompt is tokenized with the tokenizer's special tokens (its BOS): yes, unless it already
     starts with the BOS token (a rendered chat template holds its own)."""
-    bos = getattr(tokenizer, "bos_token", None)
-    return not (bool(bos) and prompt.startswith(bos))
+    bos: str | None = getattr(tokenizer, "bos_token", None)
+    return not (bos and prompt.startswith(bos))
 
 
 def prompt_ids(tokenizer: Any, prompt: str) -> list[int]:
@@ -185,5 +210,6 @@ class CallPool(Protocol):
     """A runner with workers of its own (`--ray`): it runs many engine calls at once and yields
     (call index, intervention index, generations) as each intervention finishes."""
 
-    def run_calls(self, calls: list, cancel: threading.Event | None = None) -> Iterator[tuple[int, int, list]]:
+    def run_calls(self, calls: list, cancel: threading.Event | None = None
+                  ) -> Generator[tuple[int, int, list], None, None]:
         ...

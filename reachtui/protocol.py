@@ -19,10 +19,10 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from reachtui.errors import ReachError, first_line
-from reachtui.generation import SAMPLER_VERSION, SAMPLERS
+from reachtui.generation import SAMPLER_VERSION, SAMPLERS, check_decoding
 from reachtui.grading import FORMATS
 from reachtui.probes import registry
 from reachtui.seeds import seed_deriver
@@ -33,13 +33,12 @@ CONTROL_STRATA = ("format", "none")
 DEFAULT_TEMPLATE = "Question: {question}\nAnswer:"
 #: The most attempts per question a probe may have (K): a plan of questions x K work items is built whole.
 MAX_BUDGET = 10_000
-#: The smallest temperature above 0: below it softmax(logits / T) overflows to NaN (0 is greedy decoding).
-MIN_TEMPERATURE = 0.01
 #: The most new tokens one answer may ask for (checked again against the model's position limit).
 MAX_NEW_TOKENS = 1 << 24
 #: Seeds are stored as SQLite integers.
 MAX_SEED = 2**63 - 1
 CHAT_TEMPLATE = "{question}"
+_T = TypeVar("_T")
 
 
 def _num(value: Any, name: str, kind: type) -> Any:
@@ -110,7 +109,7 @@ class ProbeSpec:
             raise ReachError(f"protocol: probe {self.name}: budget must be at least 1, not {self.budget}")
         if self.budget > MAX_BUDGET:
             raise ReachError(f"protocol: probe {self.name}: budget must be at most {MAX_BUDGET}, not {self.budget}")
-        _check_decoding(self.temperature, self.top_p, f"probe {self.name}: ")
+        check_decoding(self.temperature, self.top_p, where=f"protocol: probe {self.name}: ")
 
 
 #: The largest route-sampler settings (far above any route studied; beyond them a draw never ends).
@@ -186,22 +185,6 @@ class ControlParams:
             raise ReachError(f"protocol: control.strata must be one of {known}, not {self.strata!r}")
 
 
-def check_temperature(temperature: float, where: str = "") -> None:
-    """A temperature is 0 (greedy) or at least MIN_TEMPERATURE: below it softmax(logits / T) overflows and
-    every sample is NaN (the run would fail again on every resume)."""
-    if temperature < 0:
-        raise ReachError(f"protocol: {where}temperature must be >= 0, not {temperature}")
-    if 0 < temperature < MIN_TEMPERATURE:
-        raise ReachError(f"protocol: {where}temperature {temperature} is below {MIN_TEMPERATURE}, where sampling "
-                         f"overflows; use 0 for greedy decoding")
-
-
-def _check_decoding(temperature: float, top_p: float, where: str) -> None:
-    check_temperature(temperature, where)
-    if not 0 < top_p <= 1:
-        raise ReachError(f"protocol: {where}top_p must be in (0, 1], not {top_p}")
-
-
 def _default_probes() -> tuple[ProbeSpec, ...]:
     return (ProbeSpec(registry.SAMPLE.name), ProbeSpec(registry.ROUTES.name))
 
@@ -252,7 +235,7 @@ class Protocol:
         if self.max_new_tokens < 1:
             raise ReachError(f"protocol: max_new_tokens must be at least 1, not {self.max_new_tokens}")
         _at_most(self.max_new_tokens, MAX_NEW_TOKENS, "max_new_tokens", "tokens of one answer")
-        _check_decoding(self.temperature, self.top_p, "")
+        check_decoding(self.temperature, self.top_p, where="protocol: ")
         if self.seed < 0:
             raise ReachError(f"protocol: seed must be >= 0, not {self.seed}")
         _at_most(self.seed, MAX_SEED, "seed", "a 64-bit integer")
@@ -561,7 +544,6 @@ def protocol_from_options(
     ("realized" always runs, listing it is optional); a listed probe keeps its settings from `base`;
     `budget` sets K for every probe; `temperature`/`top_p` set the `sample` probe's decoding. `chat` without
     a `template` switches the default template with it (plain: DEFAULT_TEMPLATE, chat: the bare question)."""
-    changes: dict[str, Any] = {}
     specs = list(base.probes)
     if probes is not None:
         names = [n.strip() for n in (probes.split(",") if isinstance(probes, str) else probes)]
@@ -578,20 +560,26 @@ def protocol_from_options(
             raise ReachError(f"--budget {budget}: no probe to give it to (the audit runs {registry.REALIZED.name} "
                              f"only)")
         specs = [replace(p, budget=budget) for p in specs]
-    for key, v in (("temperature", temperature), ("top_p", top_p)):
-        if v is not None:
-            if not any(p.name == registry.SAMPLE.name for p in specs):
-                raise ReachError(f"--{key.replace('_', '-')} {v} sets the {registry.SAMPLE.name} probe's decoding, "
-                                 f"but that probe is not in this audit")
-            specs = [replace(p, **{key: v}) if p.name == registry.SAMPLE.name else p for p in specs]
-    changes["probes"] = tuple(specs)
-    for key, v in (("seed", seed), ("max_new_tokens", max_new_tokens), ("answer_format", answer_format),
-                   ("routes_mode", routes_mode), ("chat", chat), ("system", system), ("template", template),
-                   ("stop", stop), ("fewshot", fewshot)):
-        if v is not None:
-            changes[key] = v
+    sample = registry.SAMPLE.name
+    for flag, value in (("--temperature", temperature), ("--top-p", top_p)):
+        if value is not None and not any(p.name == sample for p in specs):
+            raise ReachError(f"{flag} {value} sets the {sample} probe's decoding, but that probe is not in this audit")
+    if temperature is not None:
+        specs = [replace(p, temperature=temperature) if p.name == sample else p for p in specs]
+    if top_p is not None:
+        specs = [replace(p, top_p=top_p) if p.name == sample else p for p in specs]
     if chat and template is None and base.template == DEFAULT_TEMPLATE:
-        changes["template"] = CHAT_TEMPLATE
+        template = CHAT_TEMPLATE
     if chat is False and template is None and base.chat and base.template == CHAT_TEMPLATE:
-        changes["template"] = DEFAULT_TEMPLATE
-    return replace(base, **changes)
+        template = DEFAULT_TEMPLATE
+    return replace(base, probes=tuple(specs), seed=_given(seed, base.seed),
+                   max_new_tokens=_given(max_new_tokens, base.max_new_tokens),
+                   answer_format=_given(answer_format, base.answer_format),
+                   routes_mode=_given(routes_mode, base.routes_mode), chat=_given(chat, base.chat),
+                   system=_given(system, base.system), template=_given(template, base.template),
+                   stop=_given(stop, base.stop), fewshot=_given(fewshot, base.fewshot))
+
+
+def _given(value: _T | None, kept: _T) -> _T:
+    """A flag's value, or the protocol's own where the flag was not given (None)."""
+    return kept if value is None else value

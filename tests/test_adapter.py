@@ -142,16 +142,16 @@ async def test_the_adapter_opens_in_the_app(adapter, tmp_path, monkeypatch):
     """`reachtui open ADAPTER ...` as the command parses it: the app loads the adapter and its audit fills the
     table."""
     import reachtui.commands.open as open_cmd
-    from reachtui.tui.app import Launch, ReachApp
+    from reachtui.tui.app import ReachApp
 
     started = {}
-    monkeypatch.setattr(open_cmd, "_run_app", lambda path, run_id, launch_kw, **kw: started.update(
-        path=path, run_id=run_id, launch=launch_kw))
+    monkeypatch.setattr(open_cmd, "_run_app", lambda path, run_id, launch, **kw: started.update(
+        path=path, run_id=run_id, launch=launch))
     path = tmp_path / "live.sqlite"
     code, _, err = run_main(["open", str(adapter), "--limit", "4", "--probes", "realized", "--store", str(path),
                              "--device", "cpu", "--threads", "1"])
     assert code == 0, err
-    app = ReachApp(path, started["run_id"], launch=Launch(**started["launch"]))
+    app = ReachApp(path, started["run_id"], launch=started["launch"])
     async with app.run_test(size=(150, 42)) as pilot:
         await settle(app, pilot, 0.6)
         for _ in range(60):

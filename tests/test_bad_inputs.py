@@ -255,7 +255,7 @@ CASES = [
     # -- generate ------------------------------------------------------------------------------------
     ("generate-temperature-nan", G + ["--temperature", "nan"], 2, "finite number", None, False),
     ("generate-temperature-inf", G + ["--temperature", "inf"], 2, "finite number", None, False),
-    ("generate-temperature-negative", G + ["--temperature", "-1"], 2, "finite number >= 0", None, False),
+    ("generate-temperature-negative", G + ["--temperature", "-1"], 2, "--temperature must be >= 0", None, False),
     ("generate-top-p-0", G + ["--top-p", "0"], 2, "--top-p must be in (0, 1]", None, False),
     ("generate-top-p-nan", G + ["--top-p", "nan"], 2, "--top-p must be in (0, 1]", None, False),
     ("generate-max-new-tokens-0", G + ["--max-new-tokens", "0"], 2, "at least 1", None, False),

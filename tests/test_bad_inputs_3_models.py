@@ -714,14 +714,13 @@ def test_open_store_leaves_the_folder_as_it_found_it_and_follows_a_writer(env, t
     """`open --store`: its checks before the app (`prepare`, the app not started) and the app's reader
     (`AuditData`), which must see a run the app's own writer adds while it is open."""
     from reachtui.commands.open import open_, prepare
-    from reachtui.commands.options import task_fields_of
     from reachtui.tui.data import AuditData
 
     store = tmp_path / "s.sqlite"
     shutil.copy(env / "good.sqlite", store)
     before = folder_state(tmp_path, every_file=True)
     with open_.make_context("reachtui open", ["--store", str(store)]) as ctx:
-        launch = prepare(**task_fields_of(ctx.params))
+        launch = prepare(**ctx.params)
     assert callable(launch) and folder_state(tmp_path, every_file=True) == before
     data = AuditData(store)
     try:

@@ -60,12 +60,12 @@ def test_open_takes_the_same_flags(tmp_path, fewshot, monkeypatch):
     from reachtui.model.run import Runner
 
     started = {}
-    monkeypatch.setattr(open_cmd, "_run_app", lambda path, run_id, launch_kw, **kw: started.update(launch_kw))
+    monkeypatch.setattr(open_cmd, "_run_app", lambda path, run_id, launch, **kw: started.update(job=launch.audit_job))
     store = tmp_path / "s.sqlite"
     code, _, err = run_main(["open", "demo", *COMMON, *FLAGS, "--fewshot", str(fewshot), "--store", str(store)])
     assert code == 0, err
     runner = Runner(load_model("demo", device="cpu"))
-    run_id = started["audit_job"](lambda: runner, lambda ev: None, None)
+    run_id = started["job"](lambda: runner, lambda ev: None, None)
     assert stored(store, run_id)[0] == expected()
 
 
@@ -90,11 +90,12 @@ def test_generate_renders_with_the_flags(fewshot):
 
 
 def test_chat_switches_the_template_with_it():
-    from reachtui.commands.options import deployment, protocol_of
+    from reachtui.commands.preflight import protocol_of
+    from reachtui.settings import Deployment, ProtocolOptions
 
-    chat = protocol_of(None, deployed=deployment(chat=True))
+    chat = protocol_of(ProtocolOptions(deployment=Deployment(chat=True)))
     assert (chat.chat, chat.template) == (True, "{question}")
-    back = protocol_of(None, deployed=deployment(chat=False))
+    back = protocol_of(ProtocolOptions(deployment=Deployment(chat=False)))
     assert (back.chat, back.template) == (False, DEFAULT_TEMPLATE) and back == Protocol()
     code, _, err = run_main(["generate", "demo", "1 + 1?", "--chat"])
     assert (code, err) == (2, "error: protocol: chat = true but the tokenizer has no chat template; use a plain "

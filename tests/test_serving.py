@@ -253,9 +253,10 @@ def test_the_engine_is_matched_only_where_decoding_samples():
     hot = replace(local, temperature=0.7)
     assert hot.match_keys()["realized"] != replace(hot, engine="x").match_keys()["realized"]
     # a protocol file cannot say where attempts are generated: the command does
-    from reachtui.commands.options import protocol_of
+    from reachtui.commands.preflight import protocol_of
+    from reachtui.settings import ProtocolOptions
 
-    assert protocol_of(None).engine is None
+    assert protocol_of(ProtocolOptions()).engine is None
 
 
 async def test_open_runs_the_audit_through_the_server_and_a_route_is_refused_in_the_app(tmp_path, monkeypatch):
@@ -264,17 +265,17 @@ async def test_open_runs_the_audit_through_the_server_and_a_route_is_refused_in_
     import reachtui.commands.open as open_cmd
     from conftest import settle
 
-    from reachtui.tui.app import Launch, ReachApp
+    from reachtui.tui.app import ReachApp
 
     started = {}
-    monkeypatch.setattr(open_cmd, "_run_app", lambda path, run_id, launch_kw, **kw: started.update(
-        path=path, run_id=run_id, launch=launch_kw))
+    monkeypatch.setattr(open_cmd, "_run_app", lambda path, run_id, launch, **kw: started.update(
+        path=path, run_id=run_id, launch=launch))
     path = tmp_path / "live.sqlite"
     with StubServer() as stub:
         code, _, err = run_main(["open", "demo", "--limit", "3", "--probes", "sample", "--budget", "2",
                                  "--store", str(path), "--server", stub.url])
         assert code == 0, err
-        app = ReachApp(path, started["run_id"], launch=Launch(**started["launch"]))
+        app = ReachApp(path, started["run_id"], launch=started["launch"])
         async with app.run_test(size=(150, 42)) as pilot:
             for _ in range(60):
                 await settle(app, pilot, 0.2)

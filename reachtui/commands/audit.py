@@ -13,19 +13,27 @@ from dataclasses import replace
 from pathlib import Path
 import threading
 import time
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from reachtui.commands import numbers
+from reachtui.commands import numbers, preflight
 from reachtui.commands.options import (batch_size_option, mlp_scan_flag, model_access_options, new_option,
                                        placement_options, protocol_options, server_options, set_threads, store_option,
                                        task_option, threads_option)
-from reachtui.commands.preflight import loadable, placement, prompts_fit, question_pairs, settings_of
 from reachtui.engine.progress import DONE, FAILURE_SETS, attempts_rate
 from reachtui.errors import ReachError
+from reachtui.settings import ModelAccess, Placement, ProtocolOptions, ServerFlags
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
+
+    from reachtui.protocol import Protocol
+    from reachtui.tasks import Fields
 
 
-def _ray_runner(model, address, protocol, **kw):
+def _ray_runner(model: str, address: str, protocol: Protocol, *, workers: int | None, threads: int,
+                placement: Placement, access: ModelAccess):
     """The Ray workers' runner. Prompts are rendered here: a chat template needs the tokenizer here too."""
     from reachtui.cluster import RayRunner
 
@@ -33,9 +41,12 @@ def _ray_runner(model, address, protocol, **kw):
     if protocol.chat:
         from reachtui.model.load import load_tokenizer
 
-        tokenizer = load_tokenizer(model, trust_remote_code=kw["trust_remote_code"],
-                                   allow_download=kw["allow_download"])
-    runner = RayRunner(model, address=address, **kw)
+        tokenizer = load_tokenizer(model, trust_remote_code=access.trust_remote_code,
+                                   allow_download=access.allow_download)
+    runner = RayRunner(model, address=address, workers=workers, threads=threads, device=placement.device,
+                       dtype=placement.dtype, trust_remote_code=access.trust_remote_code,
+                       allow_download=access.allow_download, allow_pickle=access.allow_pickle,
+                       allow_missing_weights=access.allow_missing_weights)
     runner.tokenizer = tokenizer
     return runner
 
@@ -61,7 +72,7 @@ class _Bar:
                                  MofNCompleteColumn(), TextColumn("elapsed"), TimeElapsedColumn(),
                                  TextColumn("left"), TimeRemainingColumn(), TextColumn("{task.fields[rate]}"),
                                  TextColumn("{task.fields[info]}"), console=console, transient=False)
-        self.tasks: dict[str, int] = {}
+        self.tasks: dict[str, TaskID] = {}
         self.started: dict[str, float] = {}
         self.clock = clock
 
@@ -140,11 +151,10 @@ def print_closing(out, store, run_id: int) -> None:
               help="Ray workers. [default: one per GPU in the cluster, else its CPUs // --threads]")
 @server_options
 @model_access_options
-def audit(model, task_spec, task_name, task_fields, probes, budget, temperature, seed, limit, skip_long, mlp_scan,
-          store_path, protocol_file, chat, system, template, answer_format, stops, fewshot_file, run_id, new_run, device,
-          dtype, device_map, offload_folder, batch_size, max_new_tokens, threads, ray_address, workers, server_url,
-          server_model, api_key_env, concurrency, request_timeout, revision, trust_remote_code, allow_download,
-          allow_pickle, allow_missing_weights):
+def audit(model: str, task_spec: str, task_name: str | None, task_fields: Fields, protocol_options: ProtocolOptions,
+          limit: int | None, skip_long: bool, mlp_scan: str | None, store_path: str | None, run_id: int | None,
+          new_run: bool, placement: Placement, batch_size: int | None, threads: int | None, ray_address: str | None,
+          workers: int | None, server_flags: ServerFlags, access: ModelAccess) -> None:
     """Audit MODEL on TASK: realized (default decoding) vs reachable (some attempt of a probe) per
     question; every attempt stored, resumable. MODEL is `demo`, a directory, a PEFT adapter directory, or a
     cached HF id.
@@ -158,29 +168,31 @@ def audit(model, task_spec, task_name, task_fields, probes, budget, temperature,
     from reachtui.store import check_creatable, default_store_path
     from reachtui.tables.formats import shown
 
-    server = serving.server_of(locals())
+    server = serving.server_of(server_flags, placement, ray_address=ray_address, workers=workers, threads=threads)
     set_threads(threads)
-    model = with_revision(model, revision)
+    model = with_revision(model, access.revision)
     if run_id is not None and new_run:
         raise ReachError("--run and --new contradict each other")
     if ray_address is not None:
         from reachtui.cluster import check_options, import_ray
 
-        if device_map is not None:
+        if placement.device_map is not None:
             raise ReachError("--device-map and --ray: each Ray worker loads the whole model on its own device")
-        ray_address = check_options(ray_address, workers, device)
+        ray_address = check_options(ray_address, workers, placement.device)
         import_ray()
     elif workers is not None:
         raise ReachError("--workers needs --ray")
-    placement(device, device_map, offload_folder)     # before the store is touched
-    settings = settings_of(locals(), explicit_scan=True)     # the options, by name
+    preflight.placement(placement)     # before the store is touched
+    settings = preflight.settings_of(protocol_options, task_spec=task_spec, task_name=task_name,
+                                     task_fields=task_fields, mlp_scan=mlp_scan, explicit_scan=True, limit=limit,
+                                     batch_size=batch_size, allow_download=access.allow_download)
     protocol, task, mlp_scan = settings.protocol, settings.task, settings.mlp_scan
-    questions = question_pairs(task, limit)
+    questions = preflight.question_pairs(task, limit)
     err = Console(stderr=True)
-    runner = None
+    runner: Any = None
     if server is not None:        # the server's engine is part of the protocol: connect before the store
-        protocol = serving.served_protocol(protocol, locals(), mlp_scan, scan_asked=True)
-        runner = serving.connect(model, server, locals(), err)
+        protocol = serving.served_protocol(protocol, protocol_options, mlp_scan, scan_asked=True)
+        runner = serving.connect(model, server, access, err)
         click.get_current_context().call_on_close(runner.close)
         protocol = replace(protocol, engine=runner.engine)
 
@@ -188,10 +200,8 @@ def audit(model, task_spec, task_name, task_fields, probes, budget, temperature,
         """The model loads (a server holds its own), and the prompts fit it (or --skip-long names those to
         leave out): one line if not."""
         if server is None:
-            loadable(model, protocol.max_new_tokens, allow_download=allow_download, allow_pickle=allow_pickle,
-                     allow_missing_weights=allow_missing_weights)
-        return prompts_fit(model, protocol, questions, skip_long=skip_long, trust_remote_code=trust_remote_code,
-                           allow_download=allow_download, server=runner)
+            preflight.loadable(model, protocol.max_new_tokens, access)
+        return preflight.prompts_fit(model, protocol, questions, access, skip_long=skip_long, server=runner)
 
     # no store yet: nothing to show or resume, so the checks come first, and the store is made only once the
     # model has loaded (a model that cannot load, or fails a check at load, leaves no store and no folder)
@@ -213,7 +223,7 @@ def audit(model, task_spec, task_name, task_fields, probes, budget, temperature,
     if done is not None and whole:     # the same command again: show the run, generate nothing
         print_closing(out, store, done)
         out.print(f"run {done}: already complete (protocol {protocol.hash()}); nothing generated - store "
-                  f"{store.path} (--new starts another run)")
+                  f"{store_file} (--new starts another run)")
         return
     if done is not None:          # complete, but without the MLP scan asked for: add it to that run
         run_id = done
@@ -227,21 +237,16 @@ def audit(model, task_spec, task_name, task_fields, probes, budget, temperature,
         info = serving.run_record(runner)
         where = f" through {runner.engine} at {runner.client.where}"
     elif ray_address is None:
-        from reachtui.model.load import load_model
         from reachtui.model.run import Runner
 
         with err.status(f"loading {model} ..."):
-            loaded = load_model(model, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
-                                allow_download=allow_download, device_map=device_map, offload_folder=offload_folder,
-                                allow_pickle=allow_pickle, allow_missing_weights=allow_missing_weights)
-            runner = Runner(loaded)
+            runner = Runner(preflight.load_placed(model, placement, access))
         info = serving.run_record(runner)
         where = ""
     else:
         with err.status(f"starting Ray workers, each loading {model} ..."):
-            runner = _ray_runner(model, ray_address, protocol, workers=workers, threads=threads or 1, device=device,
-                                 dtype=dtype, trust_remote_code=trust_remote_code, allow_download=allow_download,
-                                 allow_pickle=allow_pickle, allow_missing_weights=allow_missing_weights)
+            runner = _ray_runner(model, ray_address, protocol, workers=workers, threads=threads or 1,
+                                 placement=placement, access=access)
         info = runner.info
         where = f" on {runner.workers} Ray worker(s) of {info['threads']} thread(s)"
     if server is not None:

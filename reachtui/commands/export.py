@@ -332,13 +332,14 @@ def _lens_table(runs: tuple[str, ...], store_path: str | None, probe: str | None
     from reachtui.commands.preflight import loadable
     from reachtui.engine.trace import TOP_K, lens_rows
     from reachtui.model.run import load_runner
+    from reachtui.settings import ModelAccess
     from reachtui.tables.lens import lens_table
 
     from reachtui.commands.options import set_threads
 
     set_threads(None)           # torch's threads: the free cores (a busy machine slows down with more)
     model = stored_model(row["model"], row.get("model_path"))
-    loadable(model, protocol.max_new_tokens, allow_download=False, allow_pickle=False, allow_missing_weights=False)
+    loadable(model, protocol.max_new_tokens, ModelAccess())      # no download, safetensors only, every weight
     rows = lens_rows(load_runner(model), protocol, questions)
     return lens_table(rows, run_id=run_id, set_name=fs["name"], k=TOP_K)
 

@@ -13,6 +13,7 @@ import json
 import math
 import sys
 from dataclasses import replace
+from typing import Any
 
 import click
 
@@ -21,6 +22,7 @@ from reachtui.commands.options import (deployment_options, model_access_options,
                                        protocol_file_option, refuse_options, server_options, set_threads,
                                        threads_option)
 from reachtui.errors import ReachError
+from reachtui.settings import Deployment, ModelAccess, Placement, ProtocolOptions, ServerFlags
 
 
 @click.command("generate")
@@ -43,43 +45,33 @@ from reachtui.errors import ReachError
 @server_options
 @threads_option("[default: $OMP_NUM_THREADS, else the free cores: the cores less the load average, at least 1]")
 @model_access_options
-def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_new_tokens, protocol_file, chat, system,
-             template, answer_format, stops, fewshot_file, raw, as_json, device, dtype, device_map, offload_folder,
-             server_url, server_model, api_key_env, concurrency, request_timeout, threads, revision,
-             trust_remote_code, allow_download, allow_pickle, allow_missing_weights):
+def generate(model: str, prompt: str, route_spec: str | None, silence: str | None, temperature: float | None,
+             top_p: float | None, seed: int | None, max_new_tokens: int | None, protocol_file: str | None,
+             deployment: Deployment, raw: bool, as_json: bool, placement: Placement, server_flags: ServerFlags,
+             threads: int | None, access: ModelAccess) -> None:
     """Generate from PROMPT with MODEL (demo, a directory, a PEFT adapter directory, or a cached Hugging Face
     id) and print the text and the extracted answer. PROMPT is a question, put in the protocol's prompt (the
     protocol file or preset with the deployment flags on top, as audit and open take them) and decoded as the
     app's live run decodes it (enter in `reachtui open`); --raw sends it as given."""
     from reachtui.commands import serving
-    from reachtui.commands.options import deployment_of, protocol_of
-    from reachtui.commands.preflight import loadable, prompts_fit
+    from reachtui.commands.preflight import load_placed, loadable, prompts_fit, protocol_of, stop_strings
+    from reachtui.generation import Decoding, check_decoding
     from reachtui.model.load import with_revision
 
-    server = serving.server_of(locals())
+    server = serving.server_of(server_flags, placement, threads=threads)
     set_threads(threads)      # before torch loads: more threads than free cores collapse (options.default_threads)
-    model = with_revision(model, revision)
+    model = with_revision(model, access.revision)
     if raw:
         refuse_options(("chat", "system", "template", "fewshot_file"),
                        "with --raw, which sends PROMPT as given (no prompt is built around it)")
-    deployed = deployment_of(locals())
-    proto = protocol_of(protocol_file, deployed=deployed)
+    proto = protocol_of(ProtocolOptions(file=protocol_file, deployment=deployment))
     temperature = proto.temperature if temperature is None else temperature
     top_p = proto.top_p if top_p is None else top_p
     seed = proto.seed if seed is None else seed
     max_new_tokens = proto.max_new_tokens if max_new_tokens is None else max_new_tokens
     if max_new_tokens < 1:
         raise ReachError("--max-new-tokens must be at least 1")
-    if not math.isfinite(temperature) or temperature < 0:
-        raise ReachError(f"--temperature must be a finite number >= 0, not {temperature}")
-    from reachtui.protocol import MIN_TEMPERATURE
-
-    if 0 < temperature < MIN_TEMPERATURE:
-        raise ReachError(f"--temperature {temperature} is below {MIN_TEMPERATURE}, where sampling overflows; use 0 "
-                         f"for greedy decoding")
-    if not 0.0 < top_p <= 1.0:
-        raise ReachError("--top-p must be in (0, 1]")
-    from reachtui.model.load import load_model
+    check_decoding(temperature, top_p, names=("--temperature", "--top-p"))   # as the user typed them
     from reachtui.intervention import Intervention
     from reachtui.routes import check_syntax
 
@@ -88,35 +80,29 @@ def generate(model, prompt, route_spec, silence, temperature, top_p, seed, max_n
         check_syntax(route_spec, "route")
     if silence is not None and silence.strip().lower() not in ("", "none"):
         check_syntax(silence, "silenced layers")
-    runner = None
+    runner: Any = None
     if server is None:
-        loadable(model, max_new_tokens, allow_download=allow_download, allow_pickle=allow_pickle,
-                 allow_missing_weights=allow_missing_weights)
+        loadable(model, max_new_tokens, access)
     else:                      # a route or silenced MLPs: refused by its runner's resolve, in one line
-        runner = serving.connect(model, server, locals())
+        runner = serving.connect(model, server, access)
         click.get_current_context().call_on_close(runner.close)
     # the prompt against the model's positions, before it loads (--raw: as given, no template)
     sent = replace(proto, template="{question}", system="", fewshot=(), chat=False) if raw else proto
-    prompts_fit(model, replace(sent, max_new_tokens=max_new_tokens), [("PROMPT", prompt)],
-                trust_remote_code=trust_remote_code, allow_download=allow_download, server=runner)
+    prompts_fit(model, replace(sent, max_new_tokens=max_new_tokens), [("PROMPT", prompt)], access, server=runner)
     if runner is not None:
         name = runner.info["name"]
     else:
         from reachtui.model.run import Runner
 
-        loaded = load_model(model, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
-                            allow_download=allow_download, device_map=device_map, offload_folder=offload_folder,
-                            allow_pickle=allow_pickle, allow_missing_weights=allow_missing_weights)
+        loaded = load_placed(model, placement, access)
         runner, name = Runner(loaded), loaded.name
     intervention = Intervention.parse(route_spec, silence, runner.num_layers)
-    stop = deployed.get("stop", ())        # --raw: only the --stop strings given
-    text_in = prompt
-    if not raw:
-        text_in = proto.render_prompt(prompt, runner.tokenizer)
-        stop = tuple(proto.stop)
+    if raw:                # PROMPT as given, and only the --stop strings given
+        text_in, stop = prompt, stop_strings(deployment)
+    else:
+        text_in, stop = proto.render_prompt(prompt, runner.tokenizer), tuple(proto.stop)
 
     from reachtui.grading import extract_answer
-    from reachtui.generation import Decoding
 
     decoding = replace(Decoding.of(proto, temperature, top_p), max_new_tokens=max_new_tokens, stop=stop)
     ran = runner.resolve(intervention)      # the route written out (the identity when none was given)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import click
 
 
-class _AsciiDigits:
+class _AsciiDigits(click.ParamType):
     def convert(self, value, param, ctx):
         if isinstance(value, str) and not value.isascii():
             self.fail(f"{value!r} is not a number written in ASCII digits", param, ctx)

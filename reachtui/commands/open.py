@@ -13,17 +13,23 @@ app's workers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from reachtui.commands import numbers
+from reachtui.commands import numbers, preflight
 from reachtui.commands.options import (batch_size_option, mlp_scan_choice, model_access_options, new_option,
                                        placement_options, protocol_options, refuse_options, server_options, set_threads,
                                        store_option, task_option, threads_option)
-from reachtui.commands.preflight import loadable, placement, prompts_fit, question_pairs, settings_of
 from reachtui.errors import ReachError
+from reachtui.settings import ModelAccess, Placement, ProtocolOptions, ServerFlags
+
+if TYPE_CHECKING:
+    from reachtui.tasks import Fields
+    from reachtui.tui.launch import Launch
 
 
 #: `reachtui open demo` without --limit, --budget, --protocol or --full: the quick demo, the demo task's first
@@ -86,7 +92,16 @@ def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_s
     return job
 
 
-@click.command("open")
+class _StartsTheApp(click.Command):
+    """`open`: its callback (`prepare`) makes every check of the options and returns what starts the app; the
+    command then starts it. `serve` calls the callback alone, then serves."""
+
+    def invoke(self, ctx: click.Context) -> None:
+        start = super().invoke(ctx)
+        start()
+
+
+@click.command("open", cls=_StartsTheApp)
 @click.argument("model", required=False)
 @task_option(default="demo", note=" Used with MODEL.")
 @store_option
@@ -109,57 +124,45 @@ def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_s
 @click.option("--allow-unmatched", is_flag=True, help="With --compare: compare runs whose protocols differ.")
 @click.option("--keymap", "keymap_file", type=click.Path(dir_okay=False), default=None,
               help='A TOML file of binding id = "key" (ids in the help screen), e.g. "filter.failure" = "F".')
-def open_(**options):
+def open_(model: str | None, task_spec: str, task_name: str | None, task_fields: Fields, store_path: str | None,
+          run_id: int | None, protocol_options: ProtocolOptions, limit: int | None, skip_long: bool,
+          mlp_scan: str | None, new_run: bool, full: bool, placement: Placement, batch_size: int | None,
+          threads: int | None, server_flags: ServerFlags, access: ModelAccess, compare: tuple[str, str] | None,
+          allow_unmatched: bool, keymap_file: str | None) -> Callable[[], None]:
     """Open the app: browse an audit question by question, filter failure sets, silence MLP blocks or
     edit the layer route of a question and see the answer change, apply that to a whole set.
 
     With MODEL (`demo`, a directory, a PEFT adapter directory, or a cached HF id) the audit runs in the background unless the
     store already has a finished run for it; without MODEL, browse the store (no model is loaded)."""
-    prepare(**options)()
-
-
-#: open's options that set up an audit of MODEL (the task, the protocol, the run's batches).
-AUDIT_OPTIONS = ("task_spec", "task_name", "question_field", "answer_field", "id_field", "choices_field",
-                 "field_map", "task_preset", "probes", "budget", "temperature", "seed", "max_new_tokens",
-                 "protocol_file", "chat", "system", "template", "answer_format", "stops", "fewshot_file", "limit",
-                 "mlp_scan", "new_run", "batch_size", "skip_long", "full")
-
-
-def prepare(model, task_spec, task_name, task_fields, store_path, run_id, probes, budget, temperature, seed, limit,
-            skip_long, mlp_scan, protocol_file, chat, system, template, answer_format, stops, fewshot_file,
-            max_new_tokens, new_run, full, device, dtype, device_map, offload_folder, batch_size, threads, server_url,
-            server_model, api_key_env, concurrency, request_timeout, revision, trust_remote_code, allow_download,
-            allow_pickle, allow_missing_weights, compare, allow_unmatched, keymap_file):
-    """Every check `open` makes of its options before any UI (`serve` makes them too, before serving): one
-    line for a bad one. Returns what starts the app."""
+    # Every check `open` makes of its options before any UI (`serve` makes them too, before serving): one
+    # line for a bad one. Returns what starts the app (`_StartsTheApp` starts it).
     from reachtui.commands import serving
     from reachtui.model.load import with_revision
     from reachtui.store import default_store_path
+    from reachtui.tui.launch import Launch
 
-    server = serving.server_of(locals())
-    if revision is not None and model is None:
+    server = serving.server_of(server_flags, placement, threads=threads)
+    if access.revision is not None and model is None:
         raise ReachError("--revision names a revision of MODEL: give MODEL")
     if server is not None and model is None:
         raise ReachError("--server generates for MODEL (its tokenizer renders the prompts): give MODEL")
-    model = with_revision(model, revision) if model is not None else None
+    model = with_revision(model, access.revision) if model is not None else None
     set_threads(threads, interactive=True)   # torch loads later, in a worker: the environment is read then
     path = Path(store_path) if store_path else default_store_path()
-    placement(device, device_map, offload_folder)     # one line now, not a notification in the app
-    launch_kw = dict(device=device, dtype=dtype, device_map=device_map, offload_folder=offload_folder,
-                     trust_remote_code=trust_remote_code, allow_download=allow_download, allow_pickle=allow_pickle,
-                     allow_missing_weights=allow_missing_weights)
+    preflight.placement(placement)     # one line now, not a notification in the app
     keymap = read_keymap(keymap_file) if keymap_file is not None else None
     if compare is None:
         refuse_options(("allow_unmatched",), "without --compare")
     if model is None:      # browsing: the stored runs keep their own task and protocol
         refuse_options(AUDIT_OPTIONS, "without MODEL: they set up an audit, and browsing runs none (a stored run "
                                       "keeps its task and protocol)")
+    browsing = Launch(placement=placement, access=access)
     if compare is not None:
         if model is not None:
             raise ReachError("--compare browses two stored runs: give no MODEL")
         refuse_options(("run_id",), "with --compare, which names its two runs")
         ids = compared_runs(path, compare, allow_unmatched)
-        return lambda: _run_app(path, None, launch_kw, keymap=keymap, compare=ids, allow_unmatched=allow_unmatched)
+        return lambda: _run_app(path, None, browsing, keymap=keymap, compare=ids, allow_unmatched=allow_unmatched)
     if model is None:
         check_now = not path.is_file() or path.stat().st_size <= CHECK_FIRST_BYTES
         check_browsable(path, run_id, check=check_now)
@@ -168,24 +171,27 @@ def prepare(model, task_spec, task_name, task_fields, store_path, run_id, probes
             from reachtui.tui.data import preload
 
             future = preload(path, run_id)   # the rows load while textual imports
-            _run_app(path, run_id, launch_kw, preloaded=future, keymap=keymap, check_store=not check_now)
+            _run_app(path, run_id, browsing, preloaded=future, keymap=keymap, check_store=not check_now)
 
         return browse
 
     asked_scan = mlp_scan not in (None, "")
-    limit, budget = quick_demo(model, task_spec, full=full, limit=limit, budget=budget, protocol_file=protocol_file)
-    settings = settings_of(locals(), explicit_scan=False)     # the options, by name
+    limit, budget = quick_demo(model, task_spec, full=full, limit=limit, budget=protocol_options.budget,
+                               protocol_file=protocol_options.file)
+    protocol_options = replace(protocol_options, budget=budget)
+    settings = preflight.settings_of(protocol_options, task_spec=task_spec, task_name=task_name,
+                                     task_fields=task_fields, mlp_scan=mlp_scan, explicit_scan=False, limit=limit,
+                                     batch_size=batch_size, allow_download=access.allow_download)
     protocol, task, mlp_scan = settings.protocol, settings.task, settings.mlp_scan
     runner = None
     if server is not None:        # connected now: a server that is down is one line, not a notice in the app
-        protocol = serving.served_protocol(protocol, locals(), mlp_scan, scan_asked=asked_scan)
+        protocol = serving.served_protocol(protocol, protocol_options, mlp_scan, scan_asked=asked_scan)
         mlp_scan = None
-        runner = serving.connect(model, server, locals())
+        runner = serving.connect(model, server, access)
         protocol = replace(protocol, engine=runner.engine)
     else:
         # a missing model, pickled weights, a --max-new-tokens over its positions: one line now, not in the app
-        loadable(model, protocol.max_new_tokens, allow_download=allow_download, allow_pickle=allow_pickle,
-                 allow_missing_weights=allow_missing_weights)
+        preflight.loadable(model, protocol.max_new_tokens, access)
     from reachtui.store import Store
 
     if path.is_file():            # a damaged store is one line now, not a notification in the app
@@ -195,13 +201,26 @@ def prepare(model, task_spec, task_name, task_fields, store_path, run_id, probes
     job = None
     if run_id is None:
         # prompts over the model's positions: one line now (or left out with --skip-long), not in the app
-        fit = prompts_fit(model, protocol, question_pairs(task, limit),
-                          skip_long=skip_long, trust_remote_code=trust_remote_code, allow_download=allow_download,
-                          server=runner)
+        fit = preflight.prompts_fit(model, protocol, preflight.question_pairs(task, limit), access,
+                                    skip_long=skip_long, server=runner)
         Store(path).close()       # the audit writes here: a read-only or damaged store is one line now
         job = make_audit_job(path, task, protocol, limit=limit, batch_size=batch_size, mlp_scan=mlp_scan,
                              new_run=new_run, skip_long=skip_long, fit=fit)
-    return lambda: _run_app(path, run_id, dict(launch_kw, model=model, audit_job=job, runner=runner), keymap=keymap)
+    launch = Launch(model=model, placement=placement, access=access, audit_job=job, runner=runner)
+    return lambda: _run_app(path, run_id, launch, keymap=keymap)
+
+
+def prepare(**params: Any) -> Callable[[], None]:
+    """open's checks alone, from its option values as click parses them (`serve` makes them before serving):
+    returns what starts the app."""
+    assert open_.callback is not None        # the function under @click.command, with its options' decorators
+    return open_.callback(**params)
+
+#: open's options that set up an audit of MODEL (the task, the protocol, the run's batches).
+AUDIT_OPTIONS = ("task_spec", "task_name", "question_field", "answer_field", "id_field", "choices_field",
+                 "field_map", "task_preset", "probes", "budget", "temperature", "seed", "max_new_tokens", "protocol_file", "chat",
+                 "system", "template", "answer_format", "stops", "fewshot_file", "limit", "mlp_scan", "new_run",
+                 "batch_size", "skip_long", "full")
 
 
 def compared_runs(path: Path, specs: tuple[str, str], allow_unmatched: bool) -> tuple[int, int]:
@@ -223,7 +242,7 @@ def compared_runs(path: Path, specs: tuple[str, str], allow_unmatched: bool) -> 
 CHECK_FIRST_BYTES = 64 << 20
 
 
-def check_browsable(path: Path, run_id: int | None, *, check: bool = True) -> bool:
+def check_browsable(path: Path, run_id: int | None, *, check: bool = True) -> None:
     """One clear line, before any UI, when there is nothing to browse: no store, no runs, no such run, and
     (with `check`) a damaged store."""
     if not path.is_file():
@@ -271,12 +290,12 @@ def read_keymap(path: str) -> dict[str, str]:
     return flat
 
 
-def _run_app(path: Path, run_id: int | None, launch_kw: dict, preloaded=None, keymap=None, **kw) -> None:
+def _run_app(path: Path, run_id: int | None, launch: Launch, preloaded=None, keymap=None, **kw) -> None:
     import asyncio
 
-    from reachtui.tui.app import Launch, ReachApp
+    from reachtui.tui.app import ReachApp
 
-    app = ReachApp(path, run_id, launch=Launch(**launch_kw), preloaded=preloaded, keymap=keymap, **kw)
+    app = ReachApp(path, run_id, launch=launch, preloaded=preloaded, keymap=keymap, **kw)
     # a loop of its own: asyncio.run would wait, saying nothing, for an audit's batch in flight before returning
     app.run(loop=asyncio.new_event_loop())
     if app.fatal is None and (line := app.farewell()):

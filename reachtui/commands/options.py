@@ -1,13 +1,16 @@
-"""Click options that several commands share, each declared once, and the checks of their values.
+"""Click options that several commands share, each declared once, and the checks of single values.
 
-`placement_options` (where the model runs), `model_access_options` (what may be loaded, and which
-revision), `protocol_file_option` and `deployment_options` (the protocol's deployment fields as flags) serve
-audit, open (and serve, which takes open's) and generate, as does `server_options` (--server: a serving
-engine generates); `protocol_options`, the `--mlp-scan` forms and the single options below serve audit
-and open. The checks (`at_least_one`, `set_threads`, `protocol_of`,
-`pick_mlp_scan`) turn option values into what the engine takes, or one `ReachError` line. Help that names
-probes, presets or answer formats is written when help is shown, so `reachtui --help` imports nothing
-beyond click.
+Each group of options reaches the command as one typed value (`reachtui.settings`), built by name from the
+option values: `placement_options` (where the model runs: `placement: Placement`), `model_access_options`
+(what may be loaded, and which revision: `access: ModelAccess`), `deployment_options` (the protocol's
+deployment fields as flags: `deployment: Deployment`), `protocol_options` (the protocol and its flags:
+`protocol_options: ProtocolOptions`, with --limit and --skip-long beside it), `server_options` (--server: a
+serving engine generates; `server_flags: ServerFlags`) and `task_option` (--task and its field mapping:
+`task_fields: tasks.Fields`). They serve audit, open (and serve, which takes open's), generate and trace;
+the `--mlp-scan` forms and the single options below serve audit and open. The checks here (`at_least_one`,
+`set_threads`, `refuse_options`) take one value each; what turns the groups into a protocol, a task or a
+server is `reachtui.commands.preflight` and `reachtui.commands.serving`. Help that names probes, presets or
+answer formats is written when help is shown, so `reachtui --help` imports nothing beyond click.
 """
 
 from __future__ import annotations
@@ -15,14 +18,14 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
 
 from reachtui.commands import numbers
 from reachtui.errors import ReachError
+from reachtui.settings import Deployment, ModelAccess, Placement, ProtocolOptions, ServerFlags
 
 
 def _stack(*options):
@@ -55,7 +58,31 @@ def _late(*decls, late_help: Callable[[], str], **kwargs):
 
 # -- where the model runs (audit, open, generate) ----------------------------------------------------
 
-#: --device, --dtype, --device-map, --offload-folder.
+def _with_placement(command):
+    """`command` taking `placement: Placement` for --device, --dtype, --device-map and --offload-folder."""
+
+    @functools.wraps(command)
+    def call(*, device: str, dtype: str, device_map: str | None, offload_folder: str | None, **rest: Any):
+        return command(placement=Placement(device=device, dtype=dtype, device_map=device_map,
+                                           offload_folder=offload_folder), **rest)
+
+    return call
+
+
+def _with_access(command):
+    """`command` taking `access: ModelAccess` for --revision, --trust-remote-code and the --allow-* flags."""
+
+    @functools.wraps(command)
+    def call(*, revision: str | None, trust_remote_code: bool, allow_download: bool, allow_pickle: bool,
+             allow_missing_weights: bool, **rest: Any):
+        return command(access=ModelAccess(revision=revision, trust_remote_code=trust_remote_code,
+                                          allow_download=allow_download, allow_pickle=allow_pickle,
+                                          allow_missing_weights=allow_missing_weights), **rest)
+
+    return call
+
+
+#: --device, --dtype, --device-map, --offload-folder: `placement: Placement`.
 placement_options = _stack(
     click.option("--device", default="auto", show_default=True, help="auto|cpu|cuda[:N]"),
     click.option("--dtype", default="auto", show_default=True, help="auto|float32|bfloat16|float16"),
@@ -65,9 +92,11 @@ placement_options = _stack(
                       "--device."),
     click.option("--offload-folder", "offload_folder", type=click.Path(file_okay=False), default=None,
                  help="Where a device map offloads weights to disk."),
+    _with_placement,
 )
 
-#: --revision, --trust-remote-code, --allow-download, --allow-pickle, --allow-missing-weights.
+#: --revision, --trust-remote-code, --allow-download, --allow-pickle, --allow-missing-weights:
+#: `access: ModelAccess`.
 model_access_options = _stack(
     click.option("--revision", default=None, metavar="REV",
                  help="A branch, tag or commit of a Hugging Face id (from the local cache unless --allow-download); "
@@ -82,6 +111,7 @@ model_access_options = _stack(
                       "weights it has no place for or of another shape; apply an adapter whose file lacks weights "
                       "its config describes or holds others. Off by default: refused; the load report is kept "
                       "with the run."),
+    _with_access,
 )
 
 
@@ -114,8 +144,21 @@ def _formats_help() -> str:
     return f"How the answer is read and graded: {'|'.join(FORMATS)} [default: the protocol's, number]."
 
 
-#: The protocol's deployment fields as flags (audit, open, serve, generate), applied by `protocol_of` on top of
-#: the protocol file or preset: --chat/--no-chat, --system, --template, --answer-format, --stop, --fewshot.
+def _with_deployment(command):
+    """`command` taking `deployment: Deployment` for the deployment flags."""
+
+    @functools.wraps(command)
+    def call(*, chat: bool | None, system: str | None, template: str | None, answer_format: str | None,
+             stops: tuple[str, ...], fewshot_file: str | None, **rest: Any):
+        return command(deployment=Deployment(chat=chat, system=system, template=template, answer_format=answer_format,
+                                             stops=stops, fewshot_file=fewshot_file), **rest)
+
+    return call
+
+
+#: The protocol's deployment fields as flags (audit, open, serve, generate, trace), applied by
+#: `preflight.protocol_of` on top of the protocol file or preset: --chat/--no-chat, --system, --template,
+#: --answer-format, --stop, --fewshot: `deployment: Deployment`.
 deployment_options = _stack(
     click.option("--chat/--no-chat", "chat", default=None,
                  help="Render prompts with the tokenizer's chat template [default: the protocol's, no]."),
@@ -132,10 +175,26 @@ deployment_options = _stack(
     click.option("--fewshot", "fewshot_file", default=None, metavar="FILE.jsonl",
                  help="Worked examples before each question: JSON lines with question and answer (e.g. GSM8K "
                       "rows, whose answer is the worked solution)."),
+    _with_deployment,
 )
 
-#: --probes, --budget/-k, --temperature, --seed, --max-new-tokens, --protocol, the deployment flags, --limit,
-#: --skip-long.
+
+def _with_protocol(command):
+    """`command` taking `protocol_options: ProtocolOptions` for --protocol, --probes, --budget, --temperature,
+    --seed, --max-new-tokens and `deployment` (`_with_deployment` runs first)."""
+
+    @functools.wraps(command)
+    def call(*, protocol_file: str | None, probes: str | None, budget: int | None, temperature: float | None,
+             seed: int | None, max_new_tokens: int | None, deployment: Deployment, **rest: Any):
+        return command(protocol_options=ProtocolOptions(file=protocol_file, probes=probes, budget=budget,
+                                                        temperature=temperature, seed=seed,
+                                                        max_new_tokens=max_new_tokens, deployment=deployment),
+                       **rest)
+
+    return call
+
+#: --probes, --budget/-k, --temperature, --seed, --max-new-tokens, --protocol, the deployment flags
+#: (`protocol_options: ProtocolOptions`), --limit, --skip-long.
 protocol_options = _stack(
     _late("--probes", default=None, late_help=_probes_help),
     click.option("--budget", "-k", type=numbers.INT, default=None, help="K: attempts per question for every probe."),
@@ -148,29 +207,29 @@ protocol_options = _stack(
     click.option("--skip-long", "skip_long", is_flag=True,
                  help="Leave out the questions whose prompt plus --max-new-tokens does not fit the model's "
                       "positions (stored with the run; every table says how many) instead of refusing the audit."),
+    _with_protocol,
 )
 
 
-#: The field options of a task (`tasks.Fields`), as the command function's keyword arguments.
-_FIELD_KEYS = ("question_field", "answer_field", "id_field", "choices_field", "field_map", "task_preset")
+def _with_task_fields(command):
+    """`command` taking `task_fields: tasks.Fields` for --question-field, --answer-field, --id-field,
+    --choices-field and --task-fields. The hidden --task-preset is --task-fields' old name (a "preset" is a
+    protocol's now: `--protocol gsm8k-cot`)."""
 
+    @functools.wraps(command)
+    def call(*, question_field: str | None, answer_field: str | None, id_field: str | None,
+             choices_field: str | None, field_map: str | None, task_preset: str | None, **rest: Any):
+        from reachtui.tasks import Fields
 
-def task_fields_of(params: dict) -> dict:
-    """`params` with the field options folded into one `task_fields` (a `reachtui.tasks.Fields`). The hidden
-    --task-preset is --task-fields' old name (a "preset" is a protocol's now: `--protocol gsm8k-cot`)."""
-    from reachtui.tasks import Fields
+        if task_preset is not None:
+            if field_map is not None:
+                raise ReachError("--task-preset is the old name of --task-fields: give one of them")
+            click.echo("note: --task-preset is now called --task-fields", err=True)
+            field_map = task_preset
+        return command(task_fields=Fields(question=question_field, answer=answer_field, id=id_field,
+                                          choices=choices_field, field_map=field_map), **rest)
 
-    field_map, old = params.get("field_map"), params.get("task_preset")
-    if old is not None:
-        if field_map is not None:
-            raise ReachError("--task-preset is the old name of --task-fields: give one of them")
-        click.echo("note: --task-preset is now called --task-fields", err=True)
-        field_map = old
-    out = {k: v for k, v in params.items() if k not in _FIELD_KEYS}
-    out["task_fields"] = Fields(question=params.get("question_field"), answer=params.get("answer_field"),
-                                id=params.get("id_field"), choices=params.get("choices_field"),
-                                field_map=field_map)
-    return out
+    return call
 
 
 def task_option(*, default: str | None = None, note: str = "", required: bool | None = None,
@@ -180,14 +239,7 @@ def task_option(*, default: str | None = None, note: str = "", required: bool | 
     --task-fields), which reach the command as one `task_fields` argument (`tasks.Fields`)."""
     from reachtui.tasks.sources import KINDS
 
-    def bundle(command):
-        @functools.wraps(command)
-        def call(**params):
-            return command(**task_fields_of(params))
-
-        return call
-
-    options = _stack(
+    return _stack(
         # no `default=None` beside required=True: click 8.5 takes an explicit None as given, not missing
         click.option("--task", "task_spec", metavar="TASK",
                      **({"required": True} if (default is None if required is None else required)
@@ -209,8 +261,8 @@ def task_option(*, default: str | None = None, note: str = "", required: bool | 
                      help="A built-in field map: the fields of GSM8K, MATH, ARC or MMLU records [default: chosen "
                           "from the first record]. Every other field is the question's metadata (export --where "
                           "\"meta_subject = 'algebra'\")."),
-        click.option("--task-preset", "task_preset", default=None, hidden=True))     # --task-fields' old name
-    return lambda command: options(bundle(command))
+        click.option("--task-preset", "task_preset", default=None, hidden=True),     # --task-fields' old name
+        _with_task_fields)
 
 
 def _store_given(ctx, param, value: str | None) -> str | None:
@@ -272,7 +324,20 @@ mlp_scan_choice = _late(
 
 # -- a serving engine (audit, open, generate; checked in reachtui.commands.serving) ------------------------
 
-#: --server URL, --server-model NAME, --api-key-env VAR, --concurrency N, --request-timeout SECONDS.
+def _with_server(command):
+    """`command` taking `server_flags: ServerFlags` for --server and its options."""
+
+    @functools.wraps(command)
+    def call(*, server_url: str | None, server_model: str | None, api_key_env: str | None, concurrency: int | None,
+             request_timeout: float | None, **rest: Any):
+        return command(server_flags=ServerFlags(url=server_url, model=server_model, api_key_env=api_key_env,
+                                                concurrency=concurrency, request_timeout=request_timeout), **rest)
+
+    return call
+
+
+#: --server URL, --server-model NAME, --api-key-env VAR, --concurrency N, --request-timeout SECONDS:
+#: `server_flags: ServerFlags`.
 server_options = _stack(
     click.option("--server", "server_url", default=None, metavar="URL",
                  help="Generate through an OpenAI-compatible server (vLLM, SGLang, ...) at URL, e.g. "
@@ -287,6 +352,7 @@ server_options = _stack(
                  help="Requests in flight at once with --server [default: 64]."),
     click.option("--request-timeout", "request_timeout", type=numbers.FLOAT, default=None, metavar="SECONDS",
                  help="How long one request to the server may take before it is tried again [default: 600]."),
+    _with_server,
 )
 
 
@@ -362,75 +428,3 @@ def set_threads(threads: int | None, *, interactive: bool = False) -> None:
         os.environ[var] = str(threads)
     if "torch" in sys.modules:        # already loaded in this process (a caller's): tell it directly
         sys.modules["torch"].set_num_threads(threads)
-
-
-def deployment(*, chat: bool | None = None, system: str | None = None, template: str | None = None,
-               answer_format: str | None = None, stops: Sequence[str] = (), fewshot_file: str | None = None) -> dict:
-    """`deployment_options`' values as the protocol's fields (None or absent: keep the protocol's): --stop's
-    `\\n` made a newline, --fewshot's file read into [question, answer] pairs."""
-    if any(not s for s in stops):
-        raise ReachError("--stop '': a stop string must not be empty (it would stop before the first token)")
-    fields = dict(chat=chat, system=system, template=template, answer_format=answer_format,
-                  stop=tuple(s.replace("\\n", "\n") for s in stops) or None,
-                  fewshot=read_fewshot(fewshot_file) if fewshot_file is not None else None)
-    return {k: v for k, v in fields.items() if v is not None}
-
-
-def deployment_of(options: Mapping[str, Any]) -> dict:
-    """`deployment` of a command's option values by name (audit, open, serve and generate share them)."""
-    return deployment(chat=options["chat"], system=options["system"], template=options["template"],
-                      answer_format=options["answer_format"], stops=options["stops"],
-                      fewshot_file=options["fewshot_file"])
-
-
-def read_fewshot(path: str) -> tuple[tuple[str, str], ...]:
-    """--fewshot FILE: one JSON object a line with a text `question` and `answer` (other fields ignored)."""
-    from reachtui.inputs import FEWSHOT, check_input, short_name
-    from reachtui.jsonl import objects
-
-    shown = f"--fewshot {short_name(path)}"
-    pairs = []
-    for n, row in objects(check_input(path, FEWSHOT, shown), shown, kind=FEWSHOT):
-        q, a = row.get("question"), row.get("answer")
-        if not (isinstance(q, str) and isinstance(a, str)):
-            raise ReachError(f"{shown}: line {n}: needs a text question and answer")
-        pairs.append((q, a))
-    if not pairs:
-        raise ReachError(f"{shown}: no examples in it")
-    return tuple(pairs)
-
-
-def protocol_of(protocol_file: str | None, *, probes: str | None = None, budget: int | None = None,
-                temperature: float | None = None, seed: int | None = None, max_new_tokens: int | None = None,
-                deployed: dict | None = None):
-    """The protocol of `protocol_options`: the file's or preset's (or the default one) with the flags applied,
-    the deployment flags (`deployment(...)`) among them. The one place a command's flags meet the protocol."""
-    from reachtui.presets import load_protocol
-    from reachtui.protocol import Protocol, protocol_from_options
-
-    base = load_protocol(protocol_file) if protocol_file is not None else Protocol()
-    protocol = protocol_from_options(base, probes=probes, budget=budget, temperature=temperature, seed=seed,
-                                     max_new_tokens=max_new_tokens, **(deployed or {}))
-    # where attempts are generated is said by --server (reachtui.commands.serving), never by a protocol file
-    return replace(protocol, engine=None) if protocol.engine is not None else protocol
-
-
-def pick_mlp_scan(choice: str | None, probes: Sequence[str], *, explicit: bool) -> str | None:
-    """The probe whose failure set the MLP scan runs on, or None for no scan. `choice`: None (no scan),
-    "" (the default: sample if the protocol runs it, else its first probe) or a probe name, which must be
-    one of `probes`. With no probe to scan, "" is refused when the scan was asked for (`explicit`), else
-    (a default) means no scan."""
-    from reachtui.probes import registry
-
-    if choice is None:
-        return None
-    if choice == "":
-        if not probes:
-            if explicit:
-                raise ReachError("--mlp-scan needs a probe whose failure set it scans (none in this protocol)")
-            return None
-        return registry.scan_default(probes)
-    if choice not in probes:
-        raise ReachError(f"--mlp-scan {choice}: that probe is not in this audit (probes: "
-                         f"{', '.join(probes) or 'none'})")
-    return choice

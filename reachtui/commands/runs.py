@@ -78,8 +78,8 @@ def runs(store_path, as_json):
             # model and task may take more lines, folded (never cut); the other cells stay on one line
             t.add_column(c, justify="right" if numeric else "left", no_wrap=c not in widths, overflow="fold",
                          max_width=widths.get(c), min_width=widths.get(c))
-        for cells in table_rows:
-            t.add_row(*(Text(c) for c in cells))     # names are text, never markup
+        for row in table_rows:
+            t.add_row(*(Text(c) for c in row))     # names are text, never markup
         console.print(t)
         console.print("match keys (two runs compare on a probe when its key is the same in both; realized: the "
                       "default deployment):", markup=False, highlight=False)

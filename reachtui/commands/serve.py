@@ -30,7 +30,6 @@ def serve(ctx, host, port):
       reachtui serve demo --port 8080                        # the demo audit, live, in the browser
     """
     from reachtui.commands.open import open_, prepare
-    from reachtui.commands.options import task_fields_of
 
     args = list(ctx.args)
     try:                                # the same options as `open`, checked as `open` checks them: a bad one is
@@ -38,7 +37,7 @@ def serve(ctx, host, port):
     except click.UsageError as exc:
         raise ReachError(f"serve: {exc.format_message()}") from None
     with opened:                        # open's context: which options were given, for `prepare`
-        prepare(**task_fields_of(opened.params))
+        prepare(**opened.params)
     from reachtui.tui.serve import is_loopback, serve as run_server
 
     if not is_loopback(host):

@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from reachtui.commands import numbers
-from reachtui.commands.options import (deployment_of, deployment_options, model_access_options, placement_options,
+from reachtui.commands.options import (deployment_options, model_access_options, placement_options,
                                        protocol_file_option, set_threads, store_option, task_option, threads_option)
 from reachtui.errors import ReachError
+from reachtui.settings import Deployment, ModelAccess, Placement, ProtocolOptions
+
+if TYPE_CHECKING:
+    from reachtui.tasks import Fields
 
 #: Terminal columns of one line of tokens and their bars.
 WIDTH = 100
@@ -40,9 +45,10 @@ WIDTH = 100
 @placement_options
 @threads_option("[default: $OMP_NUM_THREADS, else the free cores: the cores less the load average, at least 1]")
 @model_access_options
-def trace(args, task_spec, task_name, task_fields, route_spec, silence, position, as_json, store_path, run_spec,
-          protocol_file, chat, system, template, answer_format, stops, fewshot_file, device, dtype, device_map,
-          offload_folder, threads, revision, trust_remote_code, allow_download, allow_pickle, allow_missing_weights):
+def trace(args: tuple[str, ...], task_spec: str | None, task_name: str | None, task_fields: Fields,
+          route_spec: str | None, silence: str | None, position: int | None, as_json: bool, store_path: str | None,
+          run_spec: str | None, protocol_file: str | None, deployment: Deployment, placement: Placement,
+          threads: int | None, access: ModelAccess) -> None:
     """Trace QUESTION_ID with MODEL: its default output beside its output under --route/--silence (both
     greedy under the protocol), the first token where they differ, the top-5 next tokens under each there
     with the rank and probability of the gold token (the gold answer's first token the default output
@@ -55,7 +61,7 @@ def trace(args, task_spec, task_name, task_fields, route_spec, silence, position
       reachtui trace demo demo-0026 --route 0-3,3,5-7 --position 20 --json
       reachtui trace --store store/reachtui.sqlite --run 1 demo-0026 --silence 4
     """
-    from reachtui.commands.preflight import loadable
+    from reachtui.commands.preflight import load_placed, loadable, protocol_of, read_fewshot, stop_strings
     from reachtui.model.load import with_revision
     from reachtui.routes import check_syntax
 
@@ -70,29 +76,28 @@ def trace(args, task_spec, task_name, task_fields, route_spec, silence, position
     if silence is not None and silence.strip().lower() not in ("", "none"):
         check_syntax(silence, "silenced layers")
     if stored:
+        stop_strings(deployment)      # each flag's value first (as every command checks them), then the mix
+        if deployment.fewshot_file is not None:
+            read_fewshot(deployment.fewshot_file)
         given = [flag for flag, value in (("--task", task_spec), ("--protocol", protocol_file))
-                 if value is not None] + [f"--{k.replace('_', '-')}" for k in deployment_of(locals())]
+                 if value is not None] + deployment.given()
         if given:
             raise ReachError(f"{given[0]} cannot be combined with --store/--run: a stored run is traced under its "
                              f"own protocol and questions")
         model, protocol, question = _stored(store_path, run_spec, qid, args[0] if len(args) == 2 else None)
     else:
         model = args[0]
-        protocol, question = _from_task(task_spec or "demo", task_name, task_fields, qid, protocol_file,
-                                        deployment_of(locals()), allow_download)
-    model = with_revision(model, revision)
+        protocol = protocol_of(ProtocolOptions(file=protocol_file, deployment=deployment))
+        question = _question(task_spec or "demo", task_name, task_fields, qid, access.allow_download)
+    model = with_revision(model, access.revision)
     set_threads(threads)
-    loadable(model, protocol.max_new_tokens, allow_download=allow_download, allow_pickle=allow_pickle,
-             allow_missing_weights=allow_missing_weights)
+    loadable(model, protocol.max_new_tokens, access)
 
     from reachtui.engine.trace import trace_json, trace_question
     from reachtui.intervention import Intervention
-    from reachtui.model.load import load_model
     from reachtui.model.run import Runner
 
-    loaded = load_model(model, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
-                        allow_download=allow_download, device_map=device_map, offload_folder=offload_folder,
-                        allow_pickle=allow_pickle, allow_missing_weights=allow_missing_weights)
+    loaded = load_placed(model, placement, access)
     runner = Runner(loaded)
     intervention = Intervention.parse(route_spec, silence, runner.num_layers)
     traced = trace_question(runner, protocol, question, intervention, position=position)
@@ -122,16 +127,14 @@ def _stored(store_path: str | None, run_spec: str | None, qid: str, model: str |
     return model or stored_model(row["model"], row.get("model_path")), protocol, dict(qid=qid, question=text, gold=gold)
 
 
-def _from_task(task_spec: str, task_name, task_fields, qid: str, protocol_file, deployed: dict, allow_download: bool):
-    """(protocol, question) of question `qid` of a task, under the protocol file and flags given."""
-    from reachtui.commands.options import protocol_of
+def _question(task_spec: str, task_name: str | None, task_fields: Fields, qid: str, allow_download: bool) -> dict:
+    """Question `qid` of a task."""
     from reachtui.tasks import load_task
 
-    protocol = protocol_of(protocol_file, deployed=deployed)
     task = load_task(task_spec, task_name, task_fields, allow_download=allow_download)
     for q in task.questions:
         if q.id == qid:
-            return protocol, dict(qid=q.id, question=q.question, gold=q.answer)
+            return dict(qid=q.id, question=q.question, gold=q.answer)
     raise ReachError(f"no question {qid!r} in task {task.name} ({_ids([q.id for q in task.questions])})")
 
 

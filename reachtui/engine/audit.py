@@ -156,7 +156,6 @@ class Audit:
         self.ctx = ctx = RunContext(store, runner, run_id, batch_size=batch_size, on_event=on_event, cancel=cancel,
                                     fits_checked=fits_checked)
         self.store, self.run_id, self.resumed = store, ctx.run_id, resumed
-        self.mlp_probe = mlp_scan
         names = [p.name for p in ctx.protocol.probes]
         if mlp_scan is not None and mlp_scan not in names:
             raise ReachError(f"--mlp-scan {mlp_scan}: that probe is not in this run "
@@ -166,7 +165,7 @@ class Audit:
         self.phases += [(spec.name, self._probe_phase(spec)) for spec in ctx.protocol.probes]
         self.phases.append((FAILURE_SETS, self._freeze))
         if mlp_scan is not None:
-            self.phases.append((MLP_SCAN, self._mlp_scan))
+            self.phases.append((MLP_SCAN, lambda: self._mlp_scan(mlp_scan)))
         ctx.n_phases = len(self.phases)
         self.failure_sets: dict[str, int] = {}
 
@@ -181,9 +180,8 @@ class Audit:
         self.failure_sets = {name: row["id"] for name, row in sets.items()}
         self.ctx.emit(len(sets), len(sets), message=", ".join(sets))
 
-    def _mlp_scan(self) -> None:
-        name = failure_set_name(self.mlp_probe)
-        mlp.scan(self.ctx, self.failure_sets[name])
+    def _mlp_scan(self, probe: str) -> None:
+        mlp.scan(self.ctx, self.failure_sets[failure_set_name(probe)])
 
     def run(self) -> AuditResult:
         ctx = self.ctx

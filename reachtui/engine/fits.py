@@ -168,25 +168,23 @@ def prompt_fit(protocol, questions: Sequence[tuple[str, str]], limit: int | None
     parts = _frame_parts(protocol)
     frame = render("")
     # the prompt around the question alone is over by its characters: every prompt is (none is rendered)
-    if not _fits_by_bytes(frame, room) and width() and len(frame) > max(max(room, 0) * width(), EXACT_CHARS):
-        at_least = math.ceil(len(frame) / width())
-        return PromptFit(limit, m, n, tuple((qid, None) for qid, _ in questions), at_least, True, None, parts)
+    if not _fits_by_bytes(frame, room) and (w := width()) and len(frame) > max(max(room, 0) * w, EXACT_CHARS):
+        return PromptFit(limit, m, n, tuple((qid, None) for qid, _ in questions), math.ceil(len(frame) / w), True,
+                         None, parts)
     prompts = [render(q) for _, q in questions]
-    tokens: list[int | None] = [0] * n
     unsure = [i for i, p in enumerate(prompts) if not _fits_by_bytes(p, room)]
-    bound = max(max(room, 0) * width(), EXACT_CHARS) if unsure and width() else None
-    to_count = [i for i in unsure if bound is None or len(prompts[i]) <= bound]
-    for i, c in zip(to_count, counter([prompts[i] for i in to_count]) if to_count else ()):
-        tokens[i] = c
-    for i in unsure:
-        if bound is not None and len(prompts[i]) > bound:
-            tokens[i] = None
-    over = [i for i in unsure if tokens[i] is None or tokens[i] > room]
+    # a prompt of more than `bound` characters is over by its characters alone: at least len / width tokens
+    bound: int | None = None
+    estimated: dict[int, int] = {}
+    if unsure and (w := width()):
+        bound = max(max(room, 0) * w, EXACT_CHARS)
+        estimated = {i: math.ceil(len(prompts[i]) / w) for i in unsure if len(prompts[i]) > bound}
+    to_count = [i for i in unsure if i not in estimated]
+    tokens = dict(zip(to_count, counter([prompts[i] for i in to_count]))) if to_count else {}
+    over = [i for i in unsure if i in estimated or tokens[i] > room]
     if not over:
         return PromptFit(limit, m, n)
-    sizes = [(tokens[i], False) if tokens[i] is not None else (math.ceil(len(prompts[i]) / width()), True)
-             for i in over]
-    longest, at_least = max(sizes)
+    longest, at_least = max((estimated[i], True) if i in estimated else (tokens[i], False) for i in over)
     frame_tokens = None if bound is not None and len(frame) > bound else counter([frame])[0]
-    return PromptFit(limit, m, n, tuple((questions[i][0], tokens[i]) for i in over), longest, at_least,
+    return PromptFit(limit, m, n, tuple((questions[i][0], tokens.get(i)) for i in over), longest, at_least,
                      frame_tokens, parts)

@@ -94,23 +94,26 @@ def apply(store, runner, run_id: int, probe: str, intervention: Intervention, *,
     probe = EXPLORE.name(eid)
     positions = scope(ctx, failure | realized)
     calls = [c for job in set_plan(ctx, positions, [(probe, iv)]) for c in split(job)]
-    state = dict(done=0, repaired=set(), broken=set())
+    done = 0
+    repaired: set[int] = set()      # question ids so far
+    broken: set[int] = set()
 
     def event(status: str = "running") -> Progress:
-        extra = dict(exploration_id=eid, name=name, target=target, repaired=len(state["repaired"]),
-                     failure_n=len(failure), broken=len(state["broken"]), realized_n=len(realized))
-        ev = Progress(run_id, APPLY, state["done"], len(positions), generated=state["done"], message=name,
-                      status=status, extra=extra)
+        extra = dict(exploration_id=eid, name=name, target=target, repaired=len(repaired),
+                     failure_n=len(failure), broken=len(broken), realized_n=len(realized))
+        ev = Progress(run_id, APPLY, done, len(positions), generated=done, message=name, status=status,
+                      extra=extra)
         if on_event is not None:
             on_event(ev)
         return ev
 
     def on_rows(todo, rows) -> None:
+        nonlocal done
         fixed, broke = repaired_broken(failure, realized, {r["question_id"]: r["correct"] for r in rows})
-        state["repaired"] |= fixed
-        state["broken"] |= broke
-        state["done"] += len(rows)
-        store.update_exploration(eid, n=state["done"], repaired=len(state["repaired"]), broken=len(state["broken"]))
+        repaired.update(fixed)
+        broken.update(broke)
+        done += len(rows)
+        store.update_exploration(eid, n=done, repaired=len(repaired), broken=len(broken))
         event()
 
     event()
@@ -124,7 +127,6 @@ def apply(store, runner, run_id: int, probe: str, intervention: Intervention, *,
         if raised is exc:
             raise
         raise raised from exc
-    state["repaired"], state["broken"] = counts(ctx, probe, failure, realized)
-    store.update_exploration(eid, n=state["done"], repaired=len(state["repaired"]), broken=len(state["broken"]),
-                             status="complete")
+    repaired, broken = counts(ctx, probe, failure, realized)
+    store.update_exploration(eid, n=done, repaired=len(repaired), broken=len(broken), status="complete")
     return event("complete")

@@ -122,7 +122,7 @@ def _rounds(ctx, probe, spec, searches: list[RouteSearch], totals, correct: int)
         def observe(todo: Sequence[Work], rows: list[dict]) -> None:
             nonlocal generated, correct
             for w, r in zip(todo, rows):
-                searches[w.pos].observe(w.intervention.route.layers, reward(probe, r["correct"], r["mean_logprob"]))
+                searches[w.pos].observe(w.intervention.layers(ctx.L), reward(probe, r["correct"], r["mean_logprob"]))
             generated += len(rows)
             correct += sum(1 for r in rows if r["correct"])
             ctx.emit(*totals(), generated=generated, correct=correct,

@@ -215,9 +215,8 @@ def gold_token(runner, prompt: str, default: Output, gold: str, end: str = "") -
     if leaves >= len(with_gold):                    # the output has the whole gold: where it begins
         leaves = begins
     index = leaves - begins
-    if end and index >= len(runner.continuation(prompt, context + str(gold))) - begins:
-        index = None
-    return int(with_gold[leaves]), leaves if leaves < len(tokens) else None, index
+    past_end = bool(end) and index >= len(runner.continuation(prompt, context + str(gold))) - begins
+    return int(with_gold[leaves]), leaves if leaves < len(tokens) else None, None if past_end else index
 
 
 def _end(protocol) -> str:

@@ -260,8 +260,6 @@ class Runner:
         plans = [self.resolve(iv) for iv in interventions]
         if decoding.max_new_tokens < 1:
             raise ReachError("max_new_tokens must be at least 1")
-        if not 0.0 < decoding.top_p <= 1.0:
-            raise ReachError(f"top_p must be in (0, 1], got {decoding.top_p}")
         if rows is not None:
             if len(rows) != len(plans) or any(not 0 <= j < len(prompts) for r in rows for j in r):
                 raise ReachError(f"rows do not match {len(plans)} intervention(s) over {len(prompts)} prompts")

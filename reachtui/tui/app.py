@@ -14,7 +14,7 @@ import sqlite3
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from reachtui.model_names import stored_model
 from reachtui.tui import actions
 from reachtui.tui.data import AuditData, RunInfo
 from reachtui.tui.intervention import LayerEditor
+from reachtui.tui.launch import Launch
 from reachtui.tui.messages import EngineProgress, LensSorted, LiveDone, ModelState, RowsLoaded, TraceDone
 from reachtui.tui.palette import ReachCommands
 from reachtui.tui.screens.main import MainScreen, shown_path
@@ -35,24 +36,6 @@ from reachtui.tui.state import QRow
 
 START = time.perf_counter()
 RELOAD_EVERY_S = 0.5
-
-
-@dataclass
-class Launch:
-    """How `reachtui open MODEL` started the app: the model to load and, if no finished run exists,
-    the audit job to run (a callable `job(get_runner, on_event, cancel) -> run_id`)."""
-
-    model: str | None = None
-    device: str = "auto"
-    dtype: str = "auto"
-    device_map: str | None = None
-    offload_folder: str | None = None
-    trust_remote_code: bool = False
-    allow_download: bool = False
-    allow_pickle: bool = False
-    allow_missing_weights: bool = False
-    audit_job: Any = None
-    runner: Any = None      # --server: the runner, connected before the app started (reachtui.serving)
 
 
 class ReachApp(App[None]):
@@ -329,11 +312,11 @@ class ReachApp(App[None]):
         """Load the model as `reachtui open` was told to (in the calling worker thread)."""
         from reachtui.model.run import load_runner
 
-        launch = self.launch
-        return load_runner(spec, device=launch.device, dtype=launch.dtype, device_map=launch.device_map,
-                           offload_folder=launch.offload_folder, allow_download=launch.allow_download,
-                           trust_remote_code=launch.trust_remote_code, allow_pickle=launch.allow_pickle,
-                           allow_missing_weights=launch.allow_missing_weights)
+        where, access = self.launch.placement, self.launch.access
+        return load_runner(spec, device=where.device, dtype=where.dtype, device_map=where.device_map,
+                           offload_folder=where.offload_folder, allow_download=access.allow_download,
+                           trust_remote_code=access.trust_remote_code, allow_pickle=access.allow_pickle,
+                           allow_missing_weights=access.allow_missing_weights)
 
     @on(ModelState)
     def _model_state(self, msg: ModelState) -> None:

@@ -26,16 +26,17 @@ import time
 CHECK = r"""
 import sys, time
 t0 = time.monotonic()
-from reachtui.commands.options import protocol_of, read_fewshot
-from reachtui.commands.preflight import prompts_fit
+from reachtui.commands.preflight import prompts_fit, protocol_of
 from reachtui.errors import ReachError
+from reachtui.settings import Deployment, ModelAccess, ProtocolOptions
 from reachtui.tasks import load_task
 task = load_task(sys.argv[1])
-fewshot = read_fewshot(sys.argv[4]) if sys.argv[4] != "-" else None
-protocol = protocol_of(sys.argv[2] if sys.argv[2] != "-" else None, max_new_tokens=int(sys.argv[3]),
-                       deployed={"fewshot": fewshot} if fewshot else None)
+fewshot = sys.argv[4] if sys.argv[4] != "-" else None
+protocol = protocol_of(ProtocolOptions(file=sys.argv[2] if sys.argv[2] != "-" else None,
+                                       max_new_tokens=int(sys.argv[3]), deployment=Deployment(fewshot_file=fewshot)))
 try:
-    fit = prompts_fit("demo", protocol, [(str(q.id), q.question) for q in task.questions], skip_long=True)
+    fit = prompts_fit("demo", protocol, [(str(q.id), q.question) for q in task.questions], ModelAccess(),
+                      skip_long=True)
     said = f"{len(fit.skipped)} over"
 except ReachError as exc:
     said = "refused: " + str(exc)[:60]

@@ -43,13 +43,14 @@ async def presses(app, pilot, n: int, until=None) -> list[float]:
 
 
 async def main(n: int) -> None:
+    from reachtui.settings import Placement
     from reachtui.tui.app import Launch, ReachApp
     from tui_store import build_store
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "audit.sqlite"
         build_store(path, n=200, k=4)
-        app = ReachApp(path, launch=Launch(model="demo", device="cpu"))
+        app = ReachApp(path, launch=Launch(model="demo", placement=Placement(device="cpu")))
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.pause(0.3)
             idle = await presses(app, pilot, n)
