@@ -82,6 +82,19 @@ def _with_access(command):
     return call
 
 
+def _folder_given(ctx, param, value: str | None) -> str | None:
+    """An empty folder name would read as "not given" (no offloading), a name no file system holds as an
+    OSError deep in accelerate: both are one line here."""
+    from reachtui.inputs import short_name, too_long
+
+    flag = param.opts[0]
+    if value is not None and not value.strip():
+        raise ReachError(f"{flag} '{value}': the name is empty (give a folder, or leave {flag} out)")
+    if value is not None and (long := too_long(value)) is not None:
+        raise ReachError(f"{flag} {short_name(value)}: {long}")
+    return value
+
+
 #: --device, --dtype, --device-map, --offload-folder: `placement: Placement`.
 placement_options = _stack(
     click.option("--device", default="auto", show_default=True, help="auto|cpu|cuda[:N]"),
@@ -91,7 +104,7 @@ placement_options = _stack(
                       "device): split over GPUs, offload what does not fit. Needs reachtui[gpu]. Not with "
                       "--device."),
     click.option("--offload-folder", "offload_folder", type=click.Path(file_okay=False), default=None,
-                 help="Where a device map offloads weights to disk."),
+                 callback=_folder_given, help="Where a device map offloads weights to disk."),
     _with_placement,
 )
 
