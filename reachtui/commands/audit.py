@@ -233,7 +233,7 @@ def audit(model, task_spec, task_name, task_fields, probes, budget, temperature,
 
     t_load = time.monotonic()
     if server is not None:
-        info = serving.run_record(runner)
+        info = runner.info
         where = f" through {runner.engine} at {runner.client.where}"
     elif ray_address is None:
         from reachtui.model.load import load_model
@@ -244,7 +244,7 @@ def audit(model, task_spec, task_name, task_fields, probes, budget, temperature,
                                 allow_download=allow_download, device_map=device_map, offload_folder=offload_folder,
                                 allow_pickle=allow_pickle, allow_missing_weights=allow_missing_weights)
             runner = Runner(loaded)
-        info = serving.run_record(runner)
+        info = runner.info
         where = ""
     else:
         with err.status(f"starting Ray workers, each loading {model} ..."):
@@ -304,7 +304,7 @@ def audit(model, task_spec, task_name, task_fields, probes, budget, temperature,
         if ray_address is not None:
             runner.close()
     wall = time.monotonic() - t0
-    for line in getattr(runner, "losses", ()):
+    for line in runner.losses:
         err.print(f"[yellow]{line}[/]")
 
     print_closing(out, store, result.run_id)

@@ -17,7 +17,9 @@ distribution, new_tokens = len(token_ids), layers_executed = len(route), compute
 
 from __future__ import annotations
 
+import functools
 import threading
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -30,13 +32,13 @@ from reachtui.model.decode import decode, eos_ids, pad_id
 from reachtui.model.memory import is_oom, keep_freed_memory
 from reachtui.model.steppers import FullStepper, GrowingStepper
 from reachtui.model.stops import suspect_table
-from reachtui.generation import Decoding, Generation, LensRow, Traced, prompt_ids, prompt_token_counts
+from reachtui.generation import Decoding, Generation, LensRow, RunnerDefaults, Traced, prompt_ids, prompt_token_counts
 from reachtui.intervention import Intervention
-from reachtui.routes import Route, identity, validate_route
+from reachtui.routes import Route
 
 
-class Runner:
-    """Runs generations on one loaded model; one owner at a time (`lock`).
+class Runner(RunnerDefaults):
+    """Runs generations on one loaded model (`reachtui.generation.Runner`); one owner at a time (`lock`).
 
     `prefill_tokens`: the most (padded) prompt tokens one prefill forward takes; a decode batch's prompts
     are prefilled in sub-batches of that size, sorted by length and each padded only to its own longest
@@ -99,6 +101,19 @@ class Runner:
         """What the runner has to tell the run since it was last asked (e.g. that capture fell back)."""
         notes, self.notes = self.notes, []
         return notes
+
+    @property
+    def info(self) -> dict:
+        """What a run records of where it ran: the model's name, path and class, device, dtype, versions and
+        load report."""
+        loaded = self.loaded
+        return dict(name=loaded.name, path=str(loaded.path), model_class=loaded.arch.model_class,
+                    load_report=loaded.load_report, **versions(loaded))
+
+    @functools.cached_property
+    def lens_head(self) -> lens.LensHead:
+        """The model's way from a residual stream to logits (the logit lens; made on first use)."""
+        return lens.LensHead(self.model, self.arch)
 
     def _capture_failed(self, why: str) -> None:
         if self.capture:
@@ -172,14 +187,7 @@ class Runner:
     def resolve(self, intervention) -> Intervention:
         """The intervention (or a (route, silenced) pair) checked against the model, its route written out
         (the identity route when it has none): what every generation runs."""
-        iv = Intervention.of(intervention)
-        route = identity(self.num_layers) if iv.route is None else validate_route(iv.route, self.num_layers,
-                                                                                  max_repeat=10**9)
-        silenced = frozenset(int(i) for i in iv.silenced)
-        bad = sorted(i for i in silenced if not 0 <= i < self.num_layers)
-        if bad:
-            raise ReachError(f"silenced layer {bad[0]} is out of range (the model has {self.num_layers} layers)")
-        return Intervention(route, silenced)
+        return Intervention.of(intervention).checked(self.num_layers)
 
     def suggest_batch_size(self, prompts: list[str], max_new_tokens: int, route_len: int) -> tuple[int, str]:
         """Prompts per generation job, and why. A CPU gains nothing from batches beyond 64 (they stop
@@ -237,12 +245,12 @@ class Runner:
     def generate_many(
         self,
         prompts: list[str],
-        interventions: list[tuple],
+        interventions: Sequence[Intervention | tuple | None],
         *,
         decoding: Decoding = Decoding(),
         seeds: list[list[int]] | None = None,
         batch_size: int = 64,
-        on_done=None,
+        on_done: Callable[[int, list[Generation]], None] | None = None,
         rows: list[list[int]] | None = None,
     ) -> list[list[Generation]]:
         """Every prompt under every intervention (an `Intervention`, or a (route, silenced) pair): result[i][j]
