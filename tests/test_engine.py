@@ -602,6 +602,31 @@ def test_out_of_memory_halves_the_batch(monkeypatch):
     assert [g.token_ids for g in gens] == [g.token_ids for g in r.generate(PROMPTS, decoding=Decoding(max_new_tokens=4))]
 
 
+def test_a_capture_that_fails_without_a_message_is_one_note_and_decoding_goes_on(monkeypatch):
+    """A CUDA graph capture that fails (here forced on a CPU, with an error that has no message) falls back to
+    the same step run eagerly: the same tokens, and one note for the run naming the error by its type."""
+    from reachtui.model.steppers import FullStepper
+
+    r = runner("llama", "full")
+    want = [g.token_ids for g in r.generate(PROMPTS, decoding=Decoding(max_new_tokens=NEW))]
+    real_init = FullStepper.__init__
+
+    def capturing(self, *a, **k):
+        real_init(self, *a, **k)
+        self.capture, self.checked = True, True       # as on a GPU, its host-sync check done
+
+    def fails(self):
+        raise RuntimeError()
+
+    monkeypatch.setattr(FullStepper, "__init__", capturing)
+    monkeypatch.setattr(FullStepper, "_capture", fails)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    r.capture = True
+    assert [g.token_ids for g in r.generate(PROMPTS, decoding=Decoding(max_new_tokens=NEW))] == want
+    assert r.take_notes() == ["decoding steps run eagerly: a CUDA graph could not be captured (RuntimeError)"]
+    assert r.take_notes() == [] and not r.capture
+
+
 def test_one_owner_at_a_time():
     r = runner("llama")
     assert isinstance(r.lock, type(threading.RLock()))
