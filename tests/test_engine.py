@@ -25,7 +25,7 @@ from engine_tiny import ARCHS, loaded, recompute_greedy  # noqa: E402
 
 from reachtui.assets import DEMO_MODEL_DIR  # noqa: E402
 from reachtui.errors import ReachError  # noqa: E402
-from reachtui.model import routing  # noqa: E402
+from reachtui.model import prefill, routing  # noqa: E402
 from reachtui.model.layers import discover  # noqa: E402
 from reachtui.routes import Route  # noqa: E402
 from reachtui.generation import Decoding  # noqa: E402
@@ -223,10 +223,10 @@ def test_many_interventions_share_the_identity_prefill_exactly(arch, mode):
         assert done == [(i, [g.token_ids for g in gens]) for i, gens in enumerate(many)]
     if arch == "llama":                        # the sharing really happened (plain full-attention model)
         calls = []
-        real = Runner._record
-        r._record = lambda *a: (calls.append(a[2]), real(r, *a))[1]
-        r.generate_many(prompts, plans, decoding=Decoding(max_new_tokens=2))
-        del r._record
+        real = prefill.record
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(prefill, "record", lambda *a: (calls.append(a[2]), real(*a))[1])
+            r.generate_many(prompts, plans, decoding=Decoding(max_new_tokens=2))
         assert calls == [4]
 
 
@@ -289,8 +289,9 @@ def test_mixed_calls_replay_identity_prefills_kept_across_calls(arch, monkeypatc
     r = runner(arch)
     r.generate_many(MIXED_PROMPTS, plans[::-1], decoding=dec, rows=[rs[::-1] for rs in rows[::-1]])
     recorded = []
-    real = Runner._record_alone
-    monkeypatch.setattr(r, "_record_alone", lambda ids, depth: (recorded.append(len(ids)), real(r, ids, depth))[1])
+    real = prefill.record_alone
+    monkeypatch.setattr(prefill, "record_alone", lambda runner, ids, depth: (
+        runner is r and recorded.append(len(ids)), real(runner, ids, depth))[1])
     again = r.generate_many(MIXED_PROMPTS, plans, decoding=dec, rows=rows)
     keeps_none = runner(arch)
     keeps_none.prefixes.budget = 0
@@ -694,7 +695,7 @@ def test_batch_size_suggestion_from_free_memory(monkeypatch):
     fixed cap (a GPU that holds thousands of rows decodes them in one batch)."""
     r = runner("llama")
     assert r.suggest_batch_size(PROMPTS, 8, 4) == (64, "cpu")
-    kv = r._kv_bytes_per_token()
+    kv = r.kv_bytes_per_token()
     assert kv == 2 * 2 * 8 * 4                     # K and V, 2 KV heads (GQA) of 8 dims, float32
 
     class Cuda:

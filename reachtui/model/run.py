@@ -26,8 +26,8 @@ import torch
 from reachtui.errors import EnvironmentFault, ReachError
 from reachtui.model import lens
 from reachtui.model import mixed as mixed_batch
-from reachtui.model import routing
-from reachtui.model.prefix import PrefixStore, Recording, padded
+from reachtui.model import prefill, routing
+from reachtui.model.prefix import PrefixStore
 from reachtui.model.decode import decode, eos_ids, pad_id
 from reachtui.model.memory import is_oom, keep_freed_memory
 from reachtui.model.steppers import FullStepper, GrowingStepper
@@ -205,15 +205,15 @@ class Runner(RunnerDefaults):
         free, _ = torch.cuda.mem_get_info(self.device)
         p = next(self.model.parameters())
         vocab = int(getattr(self.model.config, "vocab_size", 0) or getattr(self.arch.config, "vocab_size", 0) or 0)
-        per_row = tokens * positions * self._kv_bytes_per_token() + 3 * 4 * vocab
-        hidden = self._hidden_bytes() // p.element_size()
+        per_row = tokens * positions * self.kv_bytes_per_token() + 3 * 4 * vocab
+        hidden = self.hidden_bytes() // p.element_size()
         inter = int(getattr(self.arch.config, "intermediate_size", 0) or 4 * hidden)
         reserve = self.prefill_tokens * (4 * hidden + 3 * inter) * p.element_size() + self.share_bytes
         fits = int((0.8 * free - reserve) // max(per_row, 1))
         return max(1, fits), (f"{free / 2**30:.1f} GiB free, {per_row / 2**20:.1f} MiB per prompt "
                               f"({tokens} tokens x {positions} layers)")
 
-    def _kv_bytes_per_token(self) -> int:
+    def kv_bytes_per_token(self) -> int:
         """Bytes of KV cache one token takes at one route position (measured with a one-token forward)."""
         if getattr(self, "_kv_bytes", None) is None:
             ids = torch.tensor([[self.pad_id]], device=self.device)
@@ -222,7 +222,7 @@ class Runner(RunnerDefaults):
                 routing.forward_last_logits(self.model, ids, torch.ones_like(ids), torch.zeros_like(ids), cache)
                 sizes = [layer.keys.numel() * layer.keys.element_size() + layer.values.numel()
                          * layer.values.element_size() for layer in cache.layers if layer.keys is not None]
-            self._kv_bytes = max(sizes) if sizes else self._hidden_bytes() * 2
+            self._kv_bytes = max(sizes) if sizes else self.hidden_bytes() * 2
         return self._kv_bytes
 
     def generate(
@@ -341,7 +341,7 @@ class Runner(RunnerDefaults):
                 raise ReachError("a prompt encodes to no tokens")
             self._check_fits([encoded[j] for k in live for j in rows[k]], dec.max_new_tokens)
             capacity = max(len(encoded[j]) for k in live for j in rows[k]) + dec.max_new_tokens
-            per_token = self._kv_bytes_per_token()
+            per_token = self.kv_bytes_per_token()
             cpu_bytes = self.mix_bytes      # lowered when a pack runs out of memory on the CPU
             start = 0
             while start < len(live):
@@ -397,16 +397,11 @@ class Runner(RunnerDefaults):
         full = self._full(record)
 
         def prefill_of(n: int, iv: Intervention):
-            rows = ids[n]
-            groups = self._sub_batches(rows)
-            inputs = [self._pad([rows[u] for u in g]) for g in groups]
+            prompts = prefill.Prompts.of(self, ids[n], width)
             # the positions shared with the identity: replayed from each prompt's own recording
-            depth = min(routing.identity_prefix(iv.route.layers, iv.silenced), self.plain_prefix)
-            recs = self._identity_records(rows, depth) if depth else None
-            tap = routing.PrefillTap() if recs else None
-            records = [padded(recs[g.start:g.stop], x[0].shape[1], depth) for g, x in zip(groups, inputs)] \
-                if recs else None
-            return groups, inputs, tap, records, depth if recs else 0
+            depth = prefill.shared_depth(iv.route.layers, iv.silenced, self.plain_prefix)
+            records = prefill.own_recordings(self, prompts, depth) if depth else None
+            return prompts, prefill.PrefillTap() if records else None, records, depth if records else 0
 
         return self._mixed_decode(plans, [len(rows) for rows in ids], width, dec, [x for rows in ids for x in rows],
                                   [s for ss in seeds for s in ss], prefill_of, full, record, watch)
@@ -415,19 +410,18 @@ class Runner(RunnerDefaults):
                       flat_ids: list[list[int]], flat_seeds: list[int], prefill_of, full: bool,
                       record: list | None = None, watch=None) -> list[list[Generation]]:
         """One mixed decode batch (`mixed.py`): plan j's `row_counts[j]` rows prefilled under its own
-        installation straight into the batch's cache (`prefill_of(j, plan)` gives the prefill's groups,
-        inputs, tap, records and replayed depth), then every row decoded together; per plan its generations.
+        installation straight into the batch's cache (`prefill_of(j, plan)` gives the prefill's
+        `prefill.Prompts`, tap, records and replayed depth), then every row decoded together; per plan its generations.
         `record` and `watch` (a `lens.PairTap`: each plan's prefill, then the batch's steps) read a traced
         call (`lens.inspect_pair`)."""
         mixed = mixed_batch.MixedCache(self.arch, plans, row_counts, self._capacity(width, dec, full), full=full)
         logits, masks = [], []
         with torch.inference_mode():
             for j, iv in enumerate(plans):
-                groups, inputs, tap, records, depth = prefill_of(j, iv)
+                prompts, tap, records, depth = prefill_of(j, iv)
                 with routing.installed(self.arch, iv.route.layers, iv.silenced, tap=tap,
                                        watch=None if watch is None else watch.prefills[j]):
-                    _, attention, first = self._prefill(groups, inputs, width, dec, tap, records, depth,
-                                                        cache=mixed.plan_cache(j))
+                    attention, first = prefill.prefill(self, prompts, mixed.plan_cache(j), tap, records, depth)
                 logits.append(first)
                 masks.append(attention)
             mixed.close(width)
@@ -440,32 +434,6 @@ class Runner(RunnerDefaults):
             out.append(gens[at: at + n])
             at += n
         return out
-
-    def _identity_records(self, rows: list[list[int]], depth: int) -> list[Recording] | None:
-        """Each prompt's identity prefill over at least `depth` positions (see `reachtui.model.prefix`): kept
-        ones from the store; the others recorded alone, to every position the identity can share if the
-        store keeps them, else to `depth`. None where a block's output is not a plain tensor."""
-        full = min(self.num_layers, self.plain_prefix)
-        per_token = full * (self._hidden_bytes() + self._kv_bytes_per_token())
-        out = []
-        for ids in rows:
-            rec = self.prefixes.get(ids, depth)
-            if rec is None:
-                keep = self.prefixes.fits(per_token * len(ids))
-                rec = self._record_alone(ids, full if keep else depth)
-                if rec is None:
-                    return None
-                if keep:
-                    self.prefixes.put(ids, rec)
-            out.append(rec)
-        return out
-
-    def _record_alone(self, ids: list[int], depth: int) -> Recording | None:
-        """One prompt's identity prefill over `depth` positions, in a batch of its own."""
-        [(outputs, kv)] = self._record([range(1)], [self._pad([ids])], depth, routing.PrefillTap())
-        if not all(isinstance(o, torch.Tensor) for o in outputs):
-            return None
-        return Recording(list(outputs), list(kv))
 
     def trace(
         self,
@@ -520,35 +488,32 @@ class Runner(RunnerDefaults):
         ids_of = ids_of if ids_of is not None else list(range(len(plans)))
         uniq: dict[tuple, int] = {}
         row_of = [uniq.setdefault(tuple(x), len(uniq)) for x in ids]
-        unique = [list(x) for x in uniq]
-        width = max(len(x) for x in unique)
-        groups = self._sub_batches(unique) if self.plain else [range(len(unique))]
-        inputs = [self._pad([unique[u] for u in g], width if not self.plain else None) for g in groups]
+        prompts = prefill.Prompts.of(self, [list(x) for x in uniq])
+        n, width = len(prompts.rows), prompts.width
 
-        depths = [min(routing.identity_prefix(iv.route.layers, iv.silenced), self.plain_prefix) for iv in plans]
+        depths = [prefill.shared_depth(iv.route.layers, iv.silenced, self.plain_prefix) for iv in plans]
         share = max(depths) if len(plans) > 1 else 0
         if share and sum(depths) > share:
-            per_layer = sum(len(g) for g in groups) * width * 3 * self._hidden_bytes()
+            per_layer = n * width * 3 * self.hidden_bytes()
             share = min(share, int(self.share_bytes // max(per_layer, 1)))
         else:
             share = 0
-        tap = routing.PrefillTap()
-        records = self._record(groups, inputs, share, tap) if share else None
+        tap = prefill.PrefillTap()
+        records = prefill.record(self, prompts, share, tap) if share else None
 
         full = self._full(record)
-        packed = full and self.packing and self.mixing and len(plans) > 1 and len(unique) == len(ids) and not force
+        packed = full and self.packing and self.mixing and len(plans) > 1 and n == len(ids) and not force
         if packed:
-            yield from self._decode_packs(ids, plans, seeds, dec, ids_of, depths, share, tap, records, groups,
-                                          inputs, width)
+            yield from self._decode_packs(ids, plans, seeds, dec, ids_of, depths, share, tap, records, prompts)
             return
         for pid, iv, row_seeds, d in zip(ids_of, plans, seeds, depths):
             route, silenced = iv.route, iv.silenced
             d = min(d, share)
             with routing.installed(self.arch, route.layers, silenced, force=force, tap=tap if d else None,
                                    watch=watch), torch.inference_mode():
-                cache, attention, logits = self._prefill(groups, inputs, width, dec, tap if d else None,
-                                                         records, d, full=full)
-                if len(unique) < len(ids):   # identical prompts: one prefill, copied to every row
+                cache = routing.new_cache(self.arch, capacity=self._capacity(width, dec, full), batch=n, full=full)
+                attention, logits = prefill.prefill(self, prompts, cache, tap if d else None, records, d)
+                if n < len(ids):   # identical prompts: one prefill, copied to every row
                     index = torch.tensor(row_of, device=self.device)
                     routing.select_rows(cache, index)
                     attention, logits = attention[index], logits[index]
@@ -556,14 +521,13 @@ class Runner(RunnerDefaults):
                                     full)
             yield pid, gens
 
-    def _decode_packs(self, ids, plans, seeds, dec: Decoding, ids_of, depths, share, tap, records, groups, inputs,
-                      width: int):
+    def _decode_packs(self, ids, plans, seeds, dec: Decoding, ids_of, depths, share, tap, records, prompts):
         """On a GPU: several plans over the same (distinct) prompts decode as one mixed batch (`mixed.py`),
         as many as the memory holds (`_rows_that_fit`; halved after an out-of-memory error); each plan is
         prefilled straight into the batch's cache, replaying the shared identity prefill. Yields (plan id,
         generations) as `_generate_batch` does."""
         n = len(ids)
-        fit, _ = self._rows_that_fit(width + dec.max_new_tokens, max(len(iv.route) for iv in plans))
+        fit, _ = self._rows_that_fit(prompts.width + dec.max_new_tokens, max(len(iv.route) for iv in plans))
         for smaller in (self.max_pack_rows, self.batch_size_hint):   # sizes an out-of-memory error taught
             if smaller is not None:
                 fit = min(fit, smaller)
@@ -573,7 +537,7 @@ class Runner(RunnerDefaults):
             pack = todo.pop(0)
             try:
                 gens = self._decode_pack(ids, [plans[k] for k in pack], [seeds[k] for k in pack], dec,
-                                         [min(depths[k], share) for k in pack], tap, records, groups, inputs, width)
+                                         [min(depths[k], share) for k in pack], tap, records, prompts)
             except Exception as exc:  # noqa: BLE001 - only OOM is handled here
                 if not is_oom(exc) or len(pack) == 1:
                     raise
@@ -585,84 +549,22 @@ class Runner(RunnerDefaults):
             for k, g in zip(pack, gens):
                 yield ids_of[k], g
 
-    def _decode_pack(self, ids, plans, seeds, dec: Decoding, depths, tap, records, groups, inputs, width: int):
+    def _decode_pack(self, ids, plans, seeds, dec: Decoding, depths, tap, records, prompts):
         """One mixed batch of `plans`, each over every prompt of `ids`: per plan its generations."""
         n = len(ids)
 
         def prefill_of(j: int, iv: Intervention):
             d = depths[j]
-            return groups, inputs, tap if d else None, records, d
+            return prompts, tap if d else None, records, d
 
-        return self._mixed_decode(plans, [n] * len(plans), width, dec, ids * len(plans),
+        return self._mixed_decode(plans, [n] * len(plans), prompts.width, dec, ids * len(plans),
                                   [s for row in seeds for s in row], prefill_of, True)
 
-    def _sub_batches(self, rows: list[list[int]]) -> list[range]:
-        """Prefill sub-batches of `rows` (sorted by length: a sub-batch's last row is its longest), each at
-        most `prefill_tokens` padded tokens (or one row)."""
-        groups, lo = [], 0
-        for u, x in enumerate(rows):
-            if u > lo and (u + 1 - lo) * len(x) > self.prefill_tokens:
-                groups.append(range(lo, u))
-                lo = u
-        groups.append(range(lo, len(rows)))
-        return groups
-
-    def _hidden_bytes(self) -> int:
+    def hidden_bytes(self) -> int:
+        """Bytes of one position's hidden state for one token."""
         p = next(self.model.parameters())
         return int(getattr(self.arch.config, "hidden_size", 0) or p.shape[-1]) * p.element_size()
 
-    def _pad(self, rows: list[list[int]], width: int | None = None):
-        """Left-padded input ids, attention mask and position ids of `rows`."""
-        b = len(rows)
-        width = width or max(len(x) for x in rows)
-        input_ids = torch.full((b, width), self.pad_id, dtype=torch.long)
-        attention = torch.zeros((b, width), dtype=torch.long)
-        for r, x in enumerate(rows):
-            input_ids[r, width - len(x):] = torch.tensor(x, dtype=torch.long)
-            attention[r, width - len(x):] = 1
-        position_ids = (attention.cumsum(-1) - 1).masked_fill(attention == 0, 0)
-        return input_ids.to(self.device), attention.to(self.device), position_ids.to(self.device)
-
-    def _record(self, groups, inputs, depth: int, tap) -> list:
-        """The identity's first `depth` positions over every sub-batch: per sub-batch (outputs, kv)."""
-        records = []
-        with routing.installed(self.arch, tuple(range(depth)), frozenset(), tap=tap), torch.inference_mode():
-            for g, (input_ids, attention, position_ids) in zip(groups, inputs):
-                cache = routing.new_cache(self.arch, capacity=input_ids.shape[1])
-                tap.mode, tap.depth, tap.outputs = "record", depth, [None] * depth
-                try:
-                    routing.forward_last_logits(self.model, input_ids, attention, position_ids, cache)
-                finally:
-                    tap.mode = None
-                records.append((tap.outputs, routing.recorded_kv(cache, depth)))
-        return records
-
-    def _prefill(self, groups, inputs, width: int, dec: Decoding, tap, records, depth: int, cache=None,
-                 full: bool = False):
-        """The merged cache, attention mask and last-position logits of every unique prompt (written into
-        `cache` if given: a plain cache of width + max_new_tokens positions; `full`: a full-capacity one)."""
-        if cache is None:
-            n = sum(len(g) for g in groups)
-            cache = routing.new_cache(self.arch, capacity=self._capacity(width, dec, full), batch=n, full=full)
-        logits = []
-        for k, (g, (input_ids, attention, position_ids)) in enumerate(zip(groups, inputs)):
-            target = cache
-            if self.plain:
-                target = routing.window(cache, slice(g.start, g.stop), width - input_ids.shape[1])
-            if tap is not None:
-                tap.mode, tap.depth, tap.cache = "replay", depth, target
-                tap.outputs, tap.kv = records[k]
-            try:
-                logits.append(routing.forward_last_logits(self.model, input_ids, attention, position_ids, target))
-            finally:
-                if tap is not None:
-                    tap.mode, tap.cache = None, None
-        if self.plain:
-            routing.close_windows(cache, width)
-            attention = torch.cat([torch.nn.functional.pad(a, (width - a.shape[1], 0)) for _, a, _ in inputs])
-        else:
-            attention = inputs[0][1]
-        return cache, attention, torch.cat(logits)
 
 def load_runner(spec: str, *, threads: int | None = None, **load) -> Runner:
     """Load model `spec` (`reachtui.model.load.load_model` options) into a Runner, with torch on `threads`
