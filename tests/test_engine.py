@@ -718,7 +718,7 @@ def test_batch_size_suggestion_from_free_memory(monkeypatch):
 def test_interventions_over_the_same_prompts_pack_into_one_batch(arch, monkeypatch):
     """On a GPU (`packing`), generate_many decodes as many interventions as the memory holds as one mixed
     batch (here: two per batch): the tokens of one call per intervention, log-probs within float error;
-    an out-of-memory error in a pack splits it in two and remembers the smaller size."""
+    an out-of-memory error in a pack halves the packs (that one and the rest) and remembers the smaller size."""
     r = runner(arch, "full")
     r.packing = True
     prompts = PROMPTS + ["1+1=", "abc"]
@@ -753,7 +753,7 @@ def test_interventions_over_the_same_prompts_pack_into_one_batch(arch, monkeypat
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
     gens = r.generate_many(prompts, plans[:4], decoding=Decoding(max_new_tokens=NEW),
                            seeds=[[10 * i + j for j in range(len(prompts))] for i in range(4)])
-    assert packs == [2, 1, 1, 2, 1, 1] and r.max_pack_rows == len(prompts)
+    assert packs == [2, 1, 1, 1, 1] and r.backoff.pack_rows == len(prompts)   # the rest packed at the size learnt
     assert [[g.token_ids for g in x] for x in gens] == [[g.token_ids for g in x] for x in greedy[:4]]
 
 

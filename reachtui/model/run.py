@@ -29,7 +29,7 @@ from reachtui.model import mixed as mixed_batch
 from reachtui.model import prefill, routing
 from reachtui.model.prefix import PrefixStore
 from reachtui.model.decode import decode, eos_ids, pad_id
-from reachtui.model.memory import is_oom, keep_freed_memory
+from reachtui.model.memory import Backoff, keep_freed_memory
 from reachtui.model.steppers import FullStepper, GrowingStepper
 from reachtui.model.stops import suspect_table
 from reachtui.generation import Decoding, Generation, LensRow, RunnerDefaults, Traced, prompt_ids, prompt_token_counts
@@ -59,7 +59,6 @@ class Runner(RunnerDefaults):
         self.device = input_device(self.model)
         self.eos_ids = eos_ids(self.model, self.tokenizer)
         self.pad_id = pad_id(self.model, self.tokenizer)
-        self.batch_size_hint: int | None = None   # set when an out-of-memory error halved the batch
         from reachtui.model.load import position_limit
 
         #: prompt + generated tokens the model has positions for (None: its config gives no limit)
@@ -75,9 +74,10 @@ class Runner(RunnerDefaults):
             identity_cache = routing.new_cache(self.arch, capacity=1)
         self.plain = routing.all_growing(identity_cache)          # every layer a full-attention cache layer
         # interventions over different prompts decode as one batch (mixed.MixedCache): plain models
-        # without a device map; on a CPU up to `mix_bytes` of KV cache per batch
+        # without a device map; on a CPU up to `backoff.cpu_bytes` of KV cache per batch
         self.mixing = self.plain and not getattr(self.model, "hf_device_map", None)
-        self.mix_bytes = 2 << 30
+        #: out-of-memory errors: the batches halve, and the runner remembers the sizes that fitted
+        self.backoff = Backoff(cpu_bytes=2 << 30)
         self.plain_prefix = routing.plain_positions(identity_cache)
         #: how decoding steps run (`reachtui.model.steppers`): "full" (full-capacity cache, captured as a
         #: CUDA graph on a GPU) for plain models held whole on a GPU, else "growing" (eager); tests set
@@ -88,7 +88,6 @@ class Runner(RunnerDefaults):
         #: several interventions over the same prompts decode as one batch (`_decode_packs`): on a GPU, where
         #: a batch of thousands of rows still gains from more; a CPU is busy with one
         self.packing = on_gpu
-        self.max_pack_rows: int | None = None    # rows of a packed mixed batch, after an out-of-memory error
         self._stop_tables: dict[tuple, object] = {}
         #: decoding so far (benchmarks read it): eager steps, CUDA graphs captured, graph replays, steps of the
         #: decoding loop and the host's seconds reading their tokens (`host_s`) and waiting for them (`wait_s`)
@@ -96,6 +95,15 @@ class Runner(RunnerDefaults):
         self.traces = lens.Traces()             # the last traced generations (`inspect`), for ranks and lens
 
     # ------------------------------------------------------------------ public
+
+    @property
+    def batch_size_hint(self) -> int | None:
+        """The most prompts a decode batch holds since an out-of-memory error halved them (None: none did)."""
+        return self.backoff.rows
+
+    @batch_size_hint.setter
+    def batch_size_hint(self, rows: int | None) -> None:
+        self.backoff.rows = rows
 
     def take_notes(self) -> list[str]:
         """What the runner has to tell the run since it was last asked (e.g. that capture fell back)."""
@@ -288,33 +296,23 @@ class Runner(RunnerDefaults):
             order = sorted(range(len(prompts)), key=lambda i: len(encoded[i]))
             results: list[list[Generation | None]] = [[None] * len(prompts) for _ in plans]
             reported: set[int] = set()
-            bs = max(1, int(batch_size))
-            if self.batch_size_hint is not None:   # an earlier call ran out of memory at a larger size
-                bs = min(bs, self.batch_size_hint)
-            start = 0
-            while start < len(order):
-                chunk = order[start: start + bs]
+
+            def run(chunk: list[int]) -> None:
                 todo = [i for i in range(len(plans)) if any(results[i][j] is None for j in chunk)]
-                try:
-                    for i, gens in self._generate_batch([encoded[j] for j in chunk], [plans[i] for i in todo],
-                                                        [[int(seeds[i][j]) for j in chunk] for i in todo],
-                                                        decoding, ids_of=todo):
-                        for j, g in zip(chunk, gens):
-                            results[i][j] = g
-                        if on_done is not None and i not in reported and all(g is not None for g in results[i]):
-                            reported.add(i)
-                            on_done(i, results[i])
-                except Exception as exc:  # noqa: BLE001 - only OOM is handled here
-                    if not is_oom(exc):
-                        raise
-                    if bs == 1:
-                        raise self._no_room(len(encoded[chunk[0]]), decoding.max_new_tokens, exc) from None
-                    bs = max(1, bs // 2)
-                    self.batch_size_hint = bs
-                    if torch.cuda.is_available():
-                        torch.cuda.empty_cache()
-                    continue
-                start += len(chunk)
+                for i, gens in self._generate_batch([encoded[j] for j in chunk], [plans[i] for i in todo],
+                                                    [[int(seeds[i][j]) for j in chunk] for i in todo],
+                                                    decoding, ids_of=todo):
+                    for j, g in zip(chunk, gens):
+                        results[i][j] = g
+                    if on_done is not None and i not in reported and all(g is not None for g in results[i]):
+                        reported.add(i)
+                        on_done(i, results[i])
+
+            def alone(j: int, exc: BaseException):
+                raise self._no_room(len(encoded[j]), decoding.max_new_tokens, exc) from None
+
+            for _ in self.backoff.packs(order, lambda j: 1, max(1, int(batch_size)), "rows", run, alone):
+                pass
             return results  # type: ignore[return-value]
 
     def _generate_rows(self, prompts, plans, rows, dec: Decoding, seeds, batch_size: int, on_done):
@@ -342,49 +340,33 @@ class Runner(RunnerDefaults):
             self._check_fits([encoded[j] for k in live for j in rows[k]], dec.max_new_tokens)
             capacity = max(len(encoded[j]) for k in live for j in rows[k]) + dec.max_new_tokens
             per_token = self.kv_bytes_per_token()
-            cpu_bytes = self.mix_bytes      # lowered when a pack runs out of memory on the CPU
-            start = 0
-            while start < len(live):
-                # the next pack: as many interventions as the memory allows (on a GPU: batch_size rows)
-                pack, used = [], 0
-                limit = cpu_bytes if self.device.type == "cpu" else max(1, min(batch_size, self.batch_size_hint
-                                                                                 or batch_size))
-                for k in live[start:]:
-                    cost = (len(rows[k]) * capacity * len(plans[k].route) * per_token if self.device.type == "cpu"
-                            else len(rows[k]))
-                    if pack and used + cost > limit:
-                        break
-                    pack.append(k)
-                    used += cost
-                orders = [sorted(range(len(rows[k])), key=lambda r, k=k: len(encoded[rows[k][r]])) for k in pack]
-                try:
-                    gens = self._generate_mixed([[encoded[rows[k][r]] for r in o] for k, o in zip(pack, orders)],
-                                                [plans[k] for k in pack],
-                                                [[seeds[k][r] for r in o] for k, o in zip(pack, orders)], dec)
-                except Exception as exc:  # noqa: BLE001 - only OOM is handled here
-                    if not is_oom(exc):
-                        raise
-                    if torch.cuda.is_available():
-                        torch.cuda.empty_cache()
-                    if len(pack) > 1:
-                        if self.device.type == "cpu":     # a smaller pack next time: half the bytes
-                            cpu_bytes = max(1, used // 2)
-                            self.batch_size_hint = max(1, sum(len(rows[k]) for k in pack) // 2)
-                        else:
-                            self.batch_size_hint = max(1, used // 2)
-                        continue
-                    # one intervention: generate halves its batches
-                    gens = [self.generate([prompts[j] for j in rows[pack[0]]], plans[pack[0]], decoding=dec,
-                                          seeds=seeds[pack[0]], batch_size=batch_size)]
-                    orders = [list(range(len(rows[pack[0]])))]
-                for k, o, g in zip(pack, orders, gens):
-                    back = [None] * len(o)
-                    for r, gen in zip(o, g):
-                        back[r] = gen
-                    results[k] = back
+            cpu = self.device.type == "cpu"
+
+            def cost(k: int) -> int:      # a pack's KV bytes on a CPU, its rows on a GPU
+                return len(rows[k]) * capacity * len(plans[k].route) * per_token if cpu else len(rows[k])
+
+            def sorted_rows(k: int) -> list[int]:
+                return sorted(range(len(rows[k])), key=lambda r: len(encoded[rows[k][r]]))
+
+            def run(pack: list[int]) -> list[list[Generation]]:
+                orders = [sorted_rows(k) for k in pack]
+                gens = self._generate_mixed([[encoded[rows[k][r]] for r in o] for k, o in zip(pack, orders)],
+                                            [plans[k] for k in pack],
+                                            [[seeds[k][r] for r in o] for k, o in zip(pack, orders)], dec)
+                return [_unsorted(o, g) for o, g in zip(orders, gens)]
+
+            def alone(k: int, exc: BaseException) -> list[list[Generation]]:
+                # one intervention: generate halves its batches
+                return [self.generate([prompts[j] for j in rows[k]], plans[k], decoding=dec, seeds=seeds[k],
+                                      batch_size=batch_size)]
+
+            asked = self.backoff.cpu_bytes if cpu else max(1, batch_size)
+            for pack, gens in self.backoff.packs(live, cost, asked, "cpu_bytes" if cpu else "rows", run, alone,
+                                                 rows_of=(lambda k: len(rows[k])) if cpu else None):
+                for k, g in zip(pack, gens):
+                    results[k] = g
                     if on_done is not None:
-                        on_done(k, back)
-                start += len(pack)
+                        on_done(k, g)
         return results
 
     def _generate_mixed(self, ids: list[list[list[int]]], plans: list[Intervention], seeds: list[list[int]],
@@ -528,24 +510,16 @@ class Runner(RunnerDefaults):
         generations) as `_generate_batch` does."""
         n = len(ids)
         fit, _ = self._rows_that_fit(prompts.width + dec.max_new_tokens, max(len(iv.route) for iv in plans))
-        for smaller in (self.max_pack_rows, self.batch_size_hint):   # sizes an out-of-memory error taught
-            if smaller is not None:
-                fit = min(fit, smaller)
-        per = max(1, fit // n)
-        todo = [list(range(k, min(k + per, len(plans)))) for k in range(0, len(plans), per)]
-        while todo:
-            pack = todo.pop(0)
-            try:
-                gens = self._decode_pack(ids, [plans[k] for k in pack], [seeds[k] for k in pack], dec,
-                                         [min(depths[k], share) for k in pack], tap, records, prompts)
-            except Exception as exc:  # noqa: BLE001 - only OOM is handled here
-                if not is_oom(exc) or len(pack) == 1:
-                    raise
-                torch.cuda.empty_cache()
-                self.max_pack_rows = max(n, len(pack) * n // 2)
-                half = len(pack) // 2
-                todo[:0] = [pack[:half], pack[half:]]
-                continue
+        fit = min(fit, self.backoff.rows or fit)        # a smaller decode batch an out-of-memory error taught
+
+        def run(pack: list[int]) -> list[list[Generation]]:
+            return self._decode_pack(ids, [plans[k] for k in pack], [seeds[k] for k in pack], dec,
+                                     [min(depths[k], share) for k in pack], tap, records, prompts)
+
+        def alone(k: int, exc: BaseException):
+            raise exc
+
+        for pack, gens in self.backoff.packs(list(range(len(plans))), lambda k: n, fit, "pack_rows", run, alone):
             for k, g in zip(pack, gens):
                 yield ids_of[k], g
 
@@ -564,6 +538,14 @@ class Runner(RunnerDefaults):
         """Bytes of one position's hidden state for one token."""
         p = next(self.model.parameters())
         return int(getattr(self.arch.config, "hidden_size", 0) or p.shape[-1]) * p.element_size()
+
+
+def _unsorted(order: list[int], gens: list[Generation]) -> list[Generation]:
+    """Generations made in `order` (row order[i] as gens[i]) back in row order."""
+    back: list = [None] * len(order)
+    for r, gen in zip(order, gens):
+        back[r] = gen
+    return back
 
 
 def load_runner(spec: str, *, threads: int | None = None, **load) -> Runner:
