@@ -725,8 +725,8 @@ def test_interventions_over_the_same_prompts_pack_into_one_batch(arch, monkeypat
     plans = [(Route(route), frozenset(sil)) for route, sil in SHARING]
     monkeypatch.setattr(r, "_rows_that_fit", lambda tokens, positions: (2 * len(prompts), "test"))
     packs = []
-    real = Runner._decode_pack
-    monkeypatch.setattr(r, "_decode_pack", lambda ids, pl, *a: (packs.append(len(pl)), real(r, ids, pl, *a))[1])
+    real = Runner._decode_mixed
+    monkeypatch.setattr(r, "_decode_mixed", lambda jobs, *a, **k: (packs.append(len(jobs)), real(r, jobs, *a, **k))[1])
     greedy = None
     for dec in (Decoding(max_new_tokens=NEW), Decoding(max_new_tokens=NEW, temperature=1.0)):
         seeds = [[10 * i + j for j in range(len(prompts))] for i in range(len(plans))]
@@ -743,13 +743,13 @@ def test_interventions_over_the_same_prompts_pack_into_one_batch(arch, monkeypat
             assert [g.mean_logprob for g in got] == pytest.approx([g.mean_logprob for g in want], abs=1e-5)
         r.packing = True
 
-    def small_memory(ids, pl, *a):
-        packs.append(len(pl))
-        if len(pl) > 1:
+    def small_memory(jobs, *a, **k):
+        packs.append(len(jobs))
+        if len(jobs) > 1:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
-        return real(r, ids, pl, *a)
+        return real(r, jobs, *a, **k)
 
-    monkeypatch.setattr(r, "_decode_pack", small_memory)
+    monkeypatch.setattr(r, "_decode_mixed", small_memory)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
     gens = r.generate_many(prompts, plans[:4], decoding=Decoding(max_new_tokens=NEW),
                            seeds=[[10 * i + j for j in range(len(prompts))] for i in range(4)])

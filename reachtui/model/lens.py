@@ -54,7 +54,7 @@ class ResidualTap:
 
 
 class PairTap:
-    """The taps of a traced mixed batch (`Runner._generate_mixed`, one row per plan): one on each plan's
+    """The taps of a traced mixed batch (`Runner._decode_mixed`, one row per plan): one on each plan's
     prefill, one on the batch's steps; plan j's route position p ran at step `slots[j][p]` (`mixed.schedule`)."""
 
     def __init__(self, plans: list[Intervention], device=None) -> None:
@@ -185,8 +185,8 @@ def inspect(runner, prompt: str, interventions, decoding: Decoding, seed: int, t
         if len(todo) > 1 and runner.mixing:
             plans = [c[1] for c in todo]
             tap, record = PairTap(plans, device), []
-            gens = runner._generate_mixed([[ids] for _ in plans], plans, [[int(seed)] for _ in plans], decoding,
-                                          record=record, watch=tap)
+            gens = runner._decode_mixed([(iv, [ids], [int(seed)]) for iv in plans], decoding, record=record,
+                                        watch=tap)
             for j, (call, [gen]) in enumerate(zip(todo, gens)):
                 n = len(gen.token_ids)
                 logits = torch.stack([step[j] for step in record[:n]]) if n else None

@@ -281,63 +281,72 @@ class Runner(RunnerDefaults):
         if rows is not None:
             if len(rows) != len(plans) or any(not 0 <= j < len(prompts) for r in rows for j in r):
                 raise ReachError(f"rows do not match {len(plans)} intervention(s) over {len(prompts)} prompts")
-            return self._generate_rows(prompts, plans, rows, decoding, seeds, batch_size, on_done)
-        if seeds is None:
-            seeds = [[0] * len(prompts) for _ in plans]
-        if len(seeds) != len(plans) or any(len(s) != len(prompts) for s in seeds):
-            raise ReachError(f"seeds do not match {len(plans)} intervention(s) x {len(prompts)} prompts")
-        if not prompts or not plans:
-            return [[] for _ in plans]
+            seeds = seeds if seeds is not None else [[0] * len(r) for r in rows]
+            if len(seeds) != len(plans) or any(len(s) != len(r) for s, r in zip(seeds, rows)):
+                raise ReachError("seeds do not match the rows of each intervention")
+        else:
+            seeds = seeds if seeds is not None else [[0] * len(prompts) for _ in plans]
+            if len(seeds) != len(plans) or any(len(s) != len(prompts) for s in seeds):
+                raise ReachError(f"seeds do not match {len(plans)} intervention(s) x {len(prompts)} prompts")
+            if not prompts or not plans:
+                return [[] for _ in plans]
         with self.lock:
-            encoded = [self.encode(p) for p in prompts]
-            if any(len(e) == 0 for e in encoded):
-                raise ReachError("a prompt encodes to no tokens")
-            self._check_fits(encoded, decoding.max_new_tokens)
-            order = sorted(range(len(prompts)), key=lambda i: len(encoded[i]))
-            results: list[list[Generation | None]] = [[None] * len(prompts) for _ in plans]
-            reported: set[int] = set()
+            used = sorted({j for r in rows for j in r}) if rows is not None else range(len(prompts))
+            encoded: list[list[int]] = [[] for _ in prompts]
+            for j in used:
+                encoded[j] = self.encode(prompts[j])
+                if not encoded[j]:
+                    raise ReachError("a prompt encodes to no tokens")
+            self._check_fits([encoded[j] for j in used], decoding.max_new_tokens)
+            if rows is None:
+                return self._batches(encoded, plans, seeds, decoding, batch_size, on_done)
+            return self._own_rows(encoded, plans, rows, seeds, decoding, batch_size, on_done)
 
-            def run(chunk: list[int]) -> None:
-                todo = [i for i in range(len(plans)) if any(results[i][j] is None for j in chunk)]
-                for i, gens in self._generate_batch([encoded[j] for j in chunk], [plans[i] for i in todo],
-                                                    [[int(seeds[i][j]) for j in chunk] for i in todo],
-                                                    decoding, ids_of=todo):
-                    for j, g in zip(chunk, gens):
-                        results[i][j] = g
-                    if on_done is not None and i not in reported and all(g is not None for g in results[i]):
-                        reported.add(i)
-                        on_done(i, results[i])
+    def _batches(self, encoded: list[list[int]], plans: list[Intervention], seeds: list[list[int]], dec: Decoding,
+                 batch_size: int, on_done=None, which: list[int] | None = None) -> list[list[Generation]]:
+        """Every plan over the prompts `which` (default all; result[i][p] is prompt which[p]'s), in decode batches
+        of at most `batch_size` prompts of similar length (`_generate_batch`); halved on out-of-memory."""
+        which = which if which is not None else list(range(len(encoded)))
+        order = sorted(range(len(which)), key=lambda p: len(encoded[which[p]]))
+        results: list[list[Generation | None]] = [[None] * len(which) for _ in plans]
+        reported: set[int] = set()
 
-            def alone(j: int, exc: BaseException):
-                raise self._no_room(len(encoded[j]), decoding.max_new_tokens, exc) from None
+        def run(chunk: list[int]) -> None:
+            todo = [i for i in range(len(plans)) if any(results[i][p] is None for p in chunk)]
+            for i, gens in self._generate_batch([encoded[which[p]] for p in chunk], [plans[i] for i in todo],
+                                                [[int(seeds[i][p]) for p in chunk] for i in todo], dec, ids_of=todo):
+                for p, g in zip(chunk, gens):
+                    results[i][p] = g
+                if on_done is not None and i not in reported and all(g is not None for g in results[i]):
+                    reported.add(i)
+                    on_done(i, results[i])
 
-            for _ in self.backoff.packs(order, lambda j: 1, max(1, int(batch_size)), "rows", run, alone):
-                pass
-            return results  # type: ignore[return-value]
+        def alone(p: int, exc: BaseException):
+            raise self._no_room(len(encoded[which[p]]), dec.max_new_tokens, exc) from None
 
-    def _generate_rows(self, prompts, plans, rows, dec: Decoding, seeds, batch_size: int, on_done):
-        """generate_many with `rows` (see there): interventions packed into mixed decode batches, in order."""
-        if seeds is None:
-            seeds = [[0] * len(r) for r in rows]
-        if len(seeds) != len(plans) or any(len(s) != len(r) for s, r in zip(seeds, rows)):
-            raise ReachError("seeds do not match the rows of each intervention")
+        for _ in self.backoff.packs(order, lambda p: 1, max(1, int(batch_size)), "rows", run, alone):
+            pass
+        return results  # type: ignore[return-value]
+
+    def _own_rows(self, encoded: list[list[int]], plans: list[Intervention], rows: list[list[int]],
+                  seeds: list[list[int]], dec: Decoding, batch_size: int, on_done) -> list[list[Generation]]:
+        """generate_many with `rows` (see there): interventions packed into mixed decode batches, in order, as
+        many as the memory allows (on a CPU `backoff.cpu_bytes` of KV cache, on a GPU `batch_size` rows); one
+        intervention at a time (`_batches`) where the model cannot mix, or one alone does not fit."""
         results: list[list[Generation]] = [[] for _ in plans]
         live = [k for k in range(len(plans)) if rows[k]]
         for k in range(len(plans)):
             if not rows[k] and on_done is not None:
                 on_done(k, [])
-        if not self.mixing:      # one call per intervention
-            for k in live:
-                results[k] = self.generate([prompts[j] for j in rows[k]], plans[k], decoding=dec, seeds=seeds[k],
-                                           batch_size=batch_size)
-                if on_done is not None:
-                    on_done(k, results[k])
+        if not live:
             return results
-        with self.lock:
-            encoded = [self.encode(p) for p in prompts]
-            if any(len(e) == 0 for e in encoded):
-                raise ReachError("a prompt encodes to no tokens")
-            self._check_fits([encoded[j] for k in live for j in rows[k]], dec.max_new_tokens)
+
+        def one(k: int, exc: BaseException | None = None) -> list[list[Generation]]:
+            return self._batches(encoded, [plans[k]], [seeds[k]], dec, batch_size, which=rows[k])
+
+        if not self.mixing:
+            done = ((k, one(k)[0]) for k in live)
+        else:
             capacity = max(len(encoded[j]) for k in live for j in rows[k]) + dec.max_new_tokens
             per_token = self.kv_bytes_per_token()
             cpu = self.device.type == "cpu"
@@ -345,62 +354,38 @@ class Runner(RunnerDefaults):
             def cost(k: int) -> int:      # a pack's KV bytes on a CPU, its rows on a GPU
                 return len(rows[k]) * capacity * len(plans[k].route) * per_token if cpu else len(rows[k])
 
-            def sorted_rows(k: int) -> list[int]:
-                return sorted(range(len(rows[k])), key=lambda r: len(encoded[rows[k][r]]))
-
             def run(pack: list[int]) -> list[list[Generation]]:
-                orders = [sorted_rows(k) for k in pack]
-                gens = self._generate_mixed([[encoded[rows[k][r]] for r in o] for k, o in zip(pack, orders)],
-                                            [plans[k] for k in pack],
-                                            [[seeds[k][r] for r in o] for k, o in zip(pack, orders)], dec)
+                orders = [sorted(range(len(rows[k])), key=lambda r, k=k: len(encoded[rows[k][r]])) for k in pack]
+                gens = self._decode_mixed([(plans[k], [encoded[rows[k][r]] for r in o], [seeds[k][r] for r in o])
+                                           for k, o in zip(pack, orders)], dec)
                 return [_unsorted(o, g) for o, g in zip(orders, gens)]
 
-            def alone(k: int, exc: BaseException) -> list[list[Generation]]:
-                # one intervention: generate halves its batches
-                return [self.generate([prompts[j] for j in rows[k]], plans[k], decoding=dec, seeds=seeds[k],
-                                      batch_size=batch_size)]
-
             asked = self.backoff.cpu_bytes if cpu else max(1, batch_size)
-            for pack, gens in self.backoff.packs(live, cost, asked, "cpu_bytes" if cpu else "rows", run, alone,
-                                                 rows_of=(lambda k: len(rows[k])) if cpu else None):
-                for k, g in zip(pack, gens):
-                    results[k] = g
-                    if on_done is not None:
-                        on_done(k, g)
+            packs = self.backoff.packs(live, cost, asked, "cpu_bytes" if cpu else "rows", run, one,
+                                       rows_of=(lambda k: len(rows[k])) if cpu else None)
+            done = ((k, g) for pack, gens in packs for k, g in zip(pack, gens))
+        for k, gens in done:
+            results[k] = gens
+            if on_done is not None:
+                on_done(k, gens)
         return results
 
-    def _generate_mixed(self, ids: list[list[list[int]]], plans: list[Intervention], seeds: list[list[int]],
-                        dec: Decoding, record: list | None = None, watch=None) -> list[list[Generation]]:
-        """Plan k over its prompts ids[k] (sorted by length), for every k, in one decode batch: each plan's
-        prompts are prefilled under its own installation straight into the batch's cache (in sub-batches,
-        as `_generate_batch` does; the positions it shares with the identity replayed from each prompt's own
-        recording, `reachtui.model.prefix`), then all rows decode together."""
-        width = max(len(x) for rows in ids for x in rows)
+    def _decode_mixed(self, jobs: list[tuple[Intervention, list[list[int]], list[int]]], dec: Decoding, *,
+                      shared: tuple | None = None, record: list | None = None, watch=None) -> list[list[Generation]]:
+        """Several interventions in one decode batch (`mixed.py`): job j = (plan, its prompts' ids sorted by
+        length, their seeds); each plan's prompts prefilled under its own installation straight into the
+        batch's cache, the positions it shares with the identity replayed (`_replay_of`), then every row
+        decoded together; per job its generations. `record` and `watch` (a `lens.PairTap`: each plan's
+        prefill, then the batch's steps) read a traced call (`lens.inspect`)."""
+        plans = [iv for iv, _, _ in jobs]
+        counts = [len(ids) for _, ids, _ in jobs]
+        width = max(len(x) for _, ids, _ in jobs for x in ids)
         full = self._full(record)
-
-        def prefill_of(n: int, iv: Intervention):
-            prompts = prefill.Prompts.of(self, ids[n], width)
-            # the positions shared with the identity: replayed from each prompt's own recording
-            depth = prefill.shared_depth(iv.route.layers, iv.silenced, self.plain_prefix)
-            records = prefill.own_recordings(self, prompts, depth) if depth else None
-            return prompts, prefill.PrefillTap() if records else None, records, depth if records else 0
-
-        return self._mixed_decode(plans, [len(rows) for rows in ids], width, dec, [x for rows in ids for x in rows],
-                                  [s for ss in seeds for s in ss], prefill_of, full, record, watch)
-
-    def _mixed_decode(self, plans: list[Intervention], row_counts: list[int], width: int, dec: Decoding,
-                      flat_ids: list[list[int]], flat_seeds: list[int], prefill_of, full: bool,
-                      record: list | None = None, watch=None) -> list[list[Generation]]:
-        """One mixed decode batch (`mixed.py`): plan j's `row_counts[j]` rows prefilled under its own
-        installation straight into the batch's cache (`prefill_of(j, plan)` gives the prefill's
-        `prefill.Prompts`, tap, records and replayed depth), then every row decoded together; per plan its generations.
-        `record` and `watch` (a `lens.PairTap`: each plan's prefill, then the batch's steps) read a traced
-        call (`lens.inspect_pair`)."""
-        mixed = mixed_batch.MixedCache(self.arch, plans, row_counts, self._capacity(width, dec, full), full=full)
+        mixed = mixed_batch.MixedCache(self.arch, plans, counts, self._capacity(width, dec, full), full=full)
         logits, masks = [], []
         with torch.inference_mode():
-            for j, iv in enumerate(plans):
-                prompts, tap, records, depth = prefill_of(j, iv)
+            for j, (iv, ids, _) in enumerate(jobs):
+                prompts, tap, records, depth = self._replay_of(j, iv, ids, width, shared)
                 with routing.installed(self.arch, iv.route.layers, iv.silenced, tap=tap,
                                        watch=None if watch is None else watch.prefills[j]):
                     attention, first = prefill.prefill(self, prompts, mixed.plan_cache(j), tap, records, depth)
@@ -408,14 +393,26 @@ class Runner(RunnerDefaults):
                 masks.append(attention)
             mixed.close(width)
             with mixed_batch.installed_mixed(self.arch, mixed, watch=None if watch is None else watch.steps):
-                gens = self._decode(mixed, torch.cat(masks), torch.cat(logits), flat_ids, flat_seeds, dec,
-                                    [len(iv.route) for iv, n in zip(plans, row_counts) for _ in range(n)], record,
-                                    full)
+                gens = self._decode(mixed, torch.cat(masks), torch.cat(logits),
+                                    [x for _, ids, _ in jobs for x in ids], [s for _, _, ss in jobs for s in ss], dec,
+                                    [len(iv.route) for iv, n in zip(plans, counts) for _ in range(n)], record, full)
         out, at = [], 0
-        for n in row_counts:
+        for n in counts:
             out.append(gens[at: at + n])
             at += n
         return out
+
+    def _replay_of(self, j: int, iv: Intervention, ids: list[list[int]], width: int, shared: tuple | None):
+        """Job j's prefill in a mixed batch of `width`: (prefill.Prompts, tap, records, depth replayed). From
+        `shared` = (prompts, tap, records, depth of each job), a recording of the prompts every job shares;
+        else each prompt's own recording (`prefill.own_recordings`)."""
+        if shared is not None:
+            prompts, tap, records, depths = shared
+            return prompts, tap if depths[j] else None, records, depths[j]
+        prompts = prefill.Prompts.of(self, ids, width)
+        depth = prefill.shared_depth(iv.route.layers, iv.silenced, self.plain_prefix)
+        records = prefill.own_recordings(self, prompts, depth) if depth else None
+        return prompts, prefill.PrefillTap() if records else None, records, depth if records else 0
 
     def trace(
         self,
@@ -504,17 +501,17 @@ class Runner(RunnerDefaults):
             yield pid, gens
 
     def _decode_packs(self, ids, plans, seeds, dec: Decoding, ids_of, depths, share, tap, records, prompts):
-        """On a GPU: several plans over the same (distinct) prompts decode as one mixed batch (`mixed.py`),
-        as many as the memory holds (`_rows_that_fit`; halved after an out-of-memory error); each plan is
-        prefilled straight into the batch's cache, replaying the shared identity prefill. Yields (plan id,
-        generations) as `_generate_batch` does."""
+        """On a GPU: several plans over the same (distinct) prompts decode as one mixed batch (`_decode_mixed`),
+        as many as the memory holds (`_rows_that_fit`, or what `backoff` learnt); each plan is prefilled
+        straight into the batch's cache, replaying the shared identity prefill. Yields (plan id, generations)
+        as `_generate_batch` does."""
         n = len(ids)
         fit, _ = self._rows_that_fit(prompts.width + dec.max_new_tokens, max(len(iv.route) for iv in plans))
         fit = min(fit, self.backoff.rows or fit)        # a smaller decode batch an out-of-memory error taught
 
         def run(pack: list[int]) -> list[list[Generation]]:
-            return self._decode_pack(ids, [plans[k] for k in pack], [seeds[k] for k in pack], dec,
-                                     [min(depths[k], share) for k in pack], tap, records, prompts)
+            shared = (prompts, tap, records, [min(depths[k], share) for k in pack])
+            return self._decode_mixed([(plans[k], ids, seeds[k]) for k in pack], dec, shared=shared)
 
         def alone(k: int, exc: BaseException):
             raise exc
@@ -522,17 +519,6 @@ class Runner(RunnerDefaults):
         for pack, gens in self.backoff.packs(list(range(len(plans))), lambda k: n, fit, "pack_rows", run, alone):
             for k, g in zip(pack, gens):
                 yield ids_of[k], g
-
-    def _decode_pack(self, ids, plans, seeds, dec: Decoding, depths, tap, records, prompts):
-        """One mixed batch of `plans`, each over every prompt of `ids`: per plan its generations."""
-        n = len(ids)
-
-        def prefill_of(j: int, iv: Intervention):
-            d = depths[j]
-            return prompts, tap if d else None, records, d
-
-        return self._mixed_decode(plans, [n] * len(plans), prompts.width, dec, ids * len(plans),
-                                  [s for row in seeds for s in row], prefill_of, True)
 
     def hidden_bytes(self) -> int:
         """Bytes of one position's hidden state for one token."""
