@@ -278,18 +278,9 @@ class Runner(RunnerDefaults):
             raise ReachError("max_new_tokens must be at least 1")
         if not 0.0 < decoding.top_p <= 1.0:
             raise ReachError(f"top_p must be in (0, 1], got {decoding.top_p}")
-        if rows is not None:
-            if len(rows) != len(plans) or any(not 0 <= j < len(prompts) for r in rows for j in r):
-                raise ReachError(f"rows do not match {len(plans)} intervention(s) over {len(prompts)} prompts")
-            seeds = seeds if seeds is not None else [[0] * len(r) for r in rows]
-            if len(seeds) != len(plans) or any(len(s) != len(r) for s, r in zip(seeds, rows)):
-                raise ReachError("seeds do not match the rows of each intervention")
-        else:
-            seeds = seeds if seeds is not None else [[0] * len(prompts) for _ in plans]
-            if len(seeds) != len(plans) or any(len(s) != len(prompts) for s in seeds):
-                raise ReachError(f"seeds do not match {len(plans)} intervention(s) x {len(prompts)} prompts")
-            if not prompts or not plans:
-                return [[] for _ in plans]
+        seeds = _checked_seeds(len(prompts), len(plans), rows, seeds)
+        if rows is None and (not prompts or not plans):
+            return [[] for _ in plans]
         with self.lock:
             used = sorted({j for r in rows for j in r}) if rows is not None else range(len(prompts))
             encoded: list[list[int]] = [[] for _ in prompts]
@@ -524,6 +515,22 @@ class Runner(RunnerDefaults):
         """Bytes of one position's hidden state for one token."""
         p = next(self.model.parameters())
         return int(getattr(self.arch.config, "hidden_size", 0) or p.shape[-1]) * p.element_size()
+
+
+def _checked_seeds(prompts: int, plans: int, rows: list[list[int]] | None, seeds: list[list[int]] | None):
+    """generate_many's seeds (zeros if None), ReachError where they or `rows` do not match its prompts and
+    interventions."""
+    if rows is not None:
+        if len(rows) != plans or any(not 0 <= j < prompts for r in rows for j in r):
+            raise ReachError(f"rows do not match {plans} intervention(s) over {prompts} prompts")
+        seeds = seeds if seeds is not None else [[0] * len(r) for r in rows]
+        if len(seeds) != plans or any(len(s) != len(r) for s, r in zip(seeds, rows)):
+            raise ReachError("seeds do not match the rows of each intervention")
+        return seeds
+    seeds = seeds if seeds is not None else [[0] * prompts for _ in range(plans)]
+    if len(seeds) != plans or any(len(s) != prompts for s in seeds):
+        raise ReachError(f"seeds do not match {plans} intervention(s) x {prompts} prompts")
+    return seeds
 
 
 def _unsorted(order: list[int], gens: list[Generation]) -> list[Generation]:
