@@ -26,6 +26,8 @@ import time
 from collections import deque
 
 from reachtui.errors import EnvironmentFault, ReachError, first_line
+from reachtui.generation import Decoding, Generation, RunnerDefaults
+from reachtui.intervention import Intervention
 
 #: How often one call may lose its worker (and a worker may be restarted) before the run fails.
 RETRIES = 3
@@ -81,12 +83,8 @@ class Worker:
 
     def info(self) -> dict:
         """What the driver records about the model (and checks is the same on every worker)."""
-        from reachtui.model.run import runtime_info
-
-        loaded = self._runner().loaded
-        return dict(name=loaded.name, path=str(loaded.path), model_class=loaded.arch.model_class,
-                    num_layers=self.runner.num_layers, device=str(loaded.device), dtype=str(loaded.dtype),
-                    max_positions=self.runner.max_positions, load_report=loaded.load_report, **runtime_info())
+        runner = self._runner()
+        return dict(runner.info, num_layers=runner.num_layers, max_positions=runner.max_positions)
 
     def prompt_lengths(self, prompts: list[str]) -> list[int]:
         return self._runner().prompt_lengths(prompts)
@@ -134,10 +132,13 @@ def _die_if_asked() -> None:
         os._exit(1)
 
 
-class RayRunner:
+class RayRunner(RunnerDefaults):
     """The engine's runner under `--ray`: a pool of `Worker` actors. `address`: "" starts Ray here, else the
     running cluster to join (if this process has Ray up already, e.g. in tests, that one is used). Use as a
-    context manager (or `close()`): it kills the workers, and stops Ray if it started it."""
+    context manager (or `close()`): it kills the workers, and stops Ray if it started it. The engine runs its
+    calls through `run_calls`; `generate` and `generate_many` run one call on a worker."""
+
+    cannot_trace = "tracing with --ray: a trace runs in-process, without --ray"
 
     def __init__(self, model: str, *, address: str = "", workers: int | None = None, threads: int = 1,
                  device: str = "auto", dtype: str = "auto", trust_remote_code: bool = False,
@@ -148,6 +149,7 @@ class RayRunner:
             raise ReachError(f"--threads must be at least 1, not {threads}")
         ray = self.ray = import_ray()
         self.tokenizer = None       # set by the caller when the protocol renders prompts with a chat template
+        self.lock = threading.RLock()
         self.losses: list[str] = []     # one line per worker lost mid-call
         self.batch_size_hint: int | None = None     # the smallest batch a worker's out-of-memory halving left
         self.actors: list = []
@@ -203,8 +205,34 @@ class RayRunner:
         self.max_positions = self.info.pop("max_positions", None)
         self.workers = workers
 
-    def suggest_batch_size(self, *args) -> tuple[int, str]:
+    def resolve(self, intervention) -> Intervention:
+        return Intervention.of(intervention).checked(self.num_layers)
+
+    def generate(self, prompts: list[str], intervention=None, *, decoding: Decoding = Decoding(),
+                 seeds: list[int] | None = None, batch_size: int = 64) -> list[Generation]:
+        return self.generate_many(prompts, [intervention], decoding=decoding,
+                                  seeds=None if seeds is None else [seeds], batch_size=batch_size)[0]
+
+    def generate_many(self, prompts: list[str], interventions, *, decoding: Decoding = Decoding(),
+                      seeds: list[list[int]] | None = None, batch_size: int = 64, on_done=None,
+                      rows: list[list[int]] | None = None) -> list[list[Generation]]:
+        """One engine call (`reachtui.engine.plan.Call`) on a worker, as `Runner.generate_many` runs it."""
+        from reachtui.engine.plan import Call
+
+        ivs = [self.resolve(iv) for iv in interventions]
+        if seeds is None:
+            seeds = [[0] * (len(prompts) if rows is None else len(rows[i])) for i in range(len(ivs))]
+        out: list[list[Generation]] = [[] for _ in ivs]
+        with self.lock:
+            for _, i, gens in self.run_calls([Call(prompts, ivs, decoding, seeds, batch_size, rows)]):
+                out[i] = gens
+                if on_done is not None:
+                    on_done(i, gens)
+        return out
+
+    def suggest_batch_size(self, prompts: list[str], max_new_tokens: int, route_len: int) -> tuple[int, str]:
         """`Runner.suggest_batch_size` on every worker; the smallest (a job must fit on any of them)."""
+        args = (prompts, max_new_tokens, route_len)
         size, why = min(_get(self.ray, [a.suggest_batch_size.remote(*args) for a in self.actors]))
         return size, why if len(self.actors) == 1 else f"{why}; the least of {len(self.actors)} workers"
 

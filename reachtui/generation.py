@@ -1,8 +1,8 @@
 """The contract at the model boundary: what the engine hands a runner and what comes back. Pure Python.
 
-`reachtui.model.run.Runner` (torch) and `reachtui.cluster.RayRunner` implement `Runner`; tests drive the
-engine with a fake that implements it too. Nothing here imports torch, so the engine, the app and the
-tables can name these types without loading a model.
+`reachtui.model.run.Runner` (torch), `reachtui.serving.ServerRunner` and `reachtui.cluster.RayRunner`
+implement `Runner` (on `RunnerDefaults`); tests drive the engine with a fake that implements it too. Nothing
+here imports torch, so the engine, the app and the tables can name these types without loading a model.
 """
 
 from __future__ import annotations
@@ -151,13 +151,38 @@ class LensRow:
 
 
 class Runner(Protocol):
-    """Generates on one loaded model. One owner at a time: every call holds `lock` (reentrant), so the
-    app's live runs queue between the audit's batches."""
+    """Everything the engine (and the app, through it) asks of a runner: a model that generates. One owner at
+    a time: every call holds `lock` (reentrant), so the app's live runs queue between the audit's batches.
 
-    num_layers: int
-    tokenizer: Any                  # renders chat templates; None when prompts need none
-    lock: threading.RLock
-    batch_size_hint: int | None     # set when an out-of-memory error halved the batches
+    `RunnerDefaults` gives the members a runner may have nothing to say about (no position limit, no
+    notes, nothing kept, no trace); tests/test_runner_contract.py checks that every runner has every member
+    with a signature this one accepts, and mypy that each is a `Runner`."""
+
+    @property
+    def num_layers(self) -> int: ...
+
+    @property
+    def tokenizer(self) -> Any:
+        """Renders chat templates and counts tokens; None where prompts need none."""
+
+    @property
+    def lock(self) -> threading.RLock: ...
+
+    @property
+    def batch_size_hint(self) -> int | None:
+        """The most rows a batch holds since an out-of-memory error halved them (None: none did)."""
+
+    @property
+    def max_positions(self) -> int | None:
+        """Prompt + generated tokens the model has positions for (None: no limit known, nothing checked)."""
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """What a run records of where it ran: name, path, model_class, device, dtype, versions, load_report."""
+
+    @property
+    def losses(self) -> Sequence[str]:
+        """One line per worker lost mid-job (the audit prints them at its end)."""
 
     def generate(self, prompts: list[str], intervention: Intervention | None = None, *,
                  decoding: Decoding = Decoding(), seeds: list[int] | None = None,
@@ -177,6 +202,15 @@ class Runner(Protocol):
         """The intervention checked against the model, its route written out (the identity route when it
         has none); ReachError, one line, where it does not fit the model."""
 
+    def prompt_lengths(self, prompts: list[str]) -> list[int]:
+        """Tokens of each prompt as the model is fed it (what counts against `max_positions`)."""
+
+    def take_notes(self) -> list[str]:
+        """What the runner has to tell the run since it was last asked (kept with the run as events)."""
+
+    def forget_prefixes(self) -> None:
+        """The engine is done with a phase of mixed calls: what was kept across them may go."""
+
     # -- reading one generation token by token (the app's trace pane, `reachtui trace`) ---------------
 
     def inspect(self, prompt: str, interventions: Sequence[Intervention | None], *, decoding: Decoding = Decoding(),
@@ -194,6 +228,43 @@ class Runner(Protocol):
 
     def token_texts(self, ids: Sequence[int]) -> list[str]:
         """Each token id as text, on its own."""
+
+
+class RunnerDefaults:
+    """The members of `Runner` a runner may have nothing to say about, said once: no position limit known,
+    prompts counted with `tokenizer`, no notes, nothing kept across calls, no worker lost, and no trace
+    (`cannot_trace` says why, in the one line the app and `reachtui trace` show)."""
+
+    tokenizer: Any = None
+    batch_size_hint: int | None = None
+    max_positions: int | None = None
+    losses: Sequence[str] = ()
+    cannot_trace = "this runner cannot read a generation token by token"
+
+    def prompt_lengths(self, prompts: list[str]) -> list[int]:
+        return prompt_token_counts(self.tokenizer, prompts)
+
+    def take_notes(self) -> list[str]:
+        return []
+
+    def forget_prefixes(self) -> None:
+        return None
+
+    def inspect(self, prompt: str, interventions: Sequence[Intervention | None], *, decoding: Decoding = Decoding(),
+                seed: int = 0, top: int = 5) -> list[Traced]:
+        raise ReachError(self.cannot_trace)
+
+    def ranks(self, key: int, step: int, ids: Sequence[int]) -> list[tuple[int, float]]:
+        raise ReachError(self.cannot_trace)
+
+    def lens(self, key: int, step: int, ids: Sequence[int]) -> list[LensRow]:
+        raise ReachError(self.cannot_trace)
+
+    def continuation(self, prompt: str, text: str) -> list[int]:
+        raise ReachError(self.cannot_trace)
+
+    def token_texts(self, ids: Sequence[int]) -> list[str]:
+        raise ReachError(self.cannot_trace)
 
 
 class PromptRefused(ReachError):

@@ -10,8 +10,10 @@ app carry it as it is.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from reachtui.errors import ReachError
 from reachtui.probes.registry import EXPLORE, MLP
-from reachtui.routes import Route, format_route, format_silenced, parse_route, parse_silenced
+from reachtui.routes import (Route, format_route, format_silenced, identity, parse_route, parse_silenced,
+                             validate_route)
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,17 @@ class Intervention:
         if self.route is not None and self.route.is_identity(num_layers):
             return Intervention(None, self.silenced)
         return self
+
+    def checked(self, num_layers: int) -> Intervention:
+        """What a runner of a `num_layers`-layer model runs: this intervention checked against the model, its
+        route written out (the identity route when it has none; a layer may repeat any number of times).
+        ReachError, one line, where it does not fit."""
+        route = identity(num_layers) if self.route is None else validate_route(self.route, num_layers,
+                                                                               max_repeat=10**9)
+        bad = sorted(i for i in self.silenced if not 0 <= i < num_layers)
+        if bad:
+            raise ReachError(f"silenced layer {bad[0]} is out of range (the model has {num_layers} layers)")
+        return Intervention(route, self.silenced)
 
     def texts(self) -> tuple[str | None, str | None]:
         """The stored forms (attempts and explorations rows): (route text or None for the model's own order,

@@ -14,33 +14,29 @@ import threading
 import time
 from pathlib import Path
 
-from reachtui.generation import Decoding, Generation
+from reachtui.generation import Decoding, Generation, RunnerDefaults
 from reachtui.intervention import Intervention
-from reachtui.routes import identity, validate_route
 
 
 def _h(*parts) -> int:
     return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "big")
 
 
-class FakeRunner:
+class FakeRunner(RunnerDefaults):
     """Implements `reachtui.generation.Runner` (the real contract types, no torch)."""
 
     def __init__(self, num_layers: int = 8, delay: float = 0.0):
         self.num_layers = num_layers
-        self.tokenizer = None
         self.lock = threading.RLock()
-        self.batch_size_hint = None
         self.delay = delay
         self.calls: list[tuple] = []
+        self.info = dict(name="fake", path=None, model_class="FakeModel", device="cpu", dtype=None, load_report=None)
 
     def suggest_batch_size(self, prompts, max_new_tokens, route_len):
         return 64, "fake"
 
     def resolve(self, intervention):
-        iv = Intervention.of(intervention)
-        route = identity(self.num_layers) if iv.route is None else validate_route(iv.route, self.num_layers)
-        return Intervention(route, iv.silenced)
+        return Intervention.of(intervention).checked(self.num_layers)
 
     def generate(self, prompts, intervention=None, *, decoding=Decoding(), seeds=None, batch_size=64):
         if self.delay:

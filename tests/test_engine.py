@@ -25,7 +25,7 @@ from engine_tiny import ARCHS, loaded, recompute_greedy  # noqa: E402
 
 from reachtui.assets import DEMO_MODEL_DIR  # noqa: E402
 from reachtui.errors import ReachError  # noqa: E402
-from reachtui.model import routing  # noqa: E402
+from reachtui.model import prefill, routing  # noqa: E402
 from reachtui.model.layers import discover  # noqa: E402
 from reachtui.routes import Route  # noqa: E402
 from reachtui.generation import Decoding  # noqa: E402
@@ -223,10 +223,10 @@ def test_many_interventions_share_the_identity_prefill_exactly(arch, mode):
         assert done == [(i, [g.token_ids for g in gens]) for i, gens in enumerate(many)]
     if arch == "llama":                        # the sharing really happened (plain full-attention model)
         calls = []
-        real = Runner._record
-        r._record = lambda *a: (calls.append(a[2]), real(r, *a))[1]
-        r.generate_many(prompts, plans, decoding=Decoding(max_new_tokens=2))
-        del r._record
+        real = prefill.record
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(prefill, "record", lambda *a: (calls.append(a[2]), real(*a))[1])
+            r.generate_many(prompts, plans, decoding=Decoding(max_new_tokens=2))
         assert calls == [4]
 
 
@@ -289,8 +289,9 @@ def test_mixed_calls_replay_identity_prefills_kept_across_calls(arch, monkeypatc
     r = runner(arch)
     r.generate_many(MIXED_PROMPTS, plans[::-1], decoding=dec, rows=[rs[::-1] for rs in rows[::-1]])
     recorded = []
-    real = Runner._record_alone
-    monkeypatch.setattr(r, "_record_alone", lambda ids, depth: (recorded.append(len(ids)), real(r, ids, depth))[1])
+    real = prefill.record_alone
+    monkeypatch.setattr(prefill, "record_alone", lambda runner, ids, depth: (
+        runner is r and recorded.append(len(ids)), real(runner, ids, depth))[1])
     again = r.generate_many(MIXED_PROMPTS, plans, decoding=dec, rows=rows)
     keeps_none = runner(arch)
     keeps_none.prefixes.budget = 0
@@ -602,6 +603,31 @@ def test_out_of_memory_halves_the_batch(monkeypatch):
     assert [g.token_ids for g in gens] == [g.token_ids for g in r.generate(PROMPTS, decoding=Decoding(max_new_tokens=4))]
 
 
+def test_a_capture_that_fails_without_a_message_is_one_note_and_decoding_goes_on(monkeypatch):
+    """A CUDA graph capture that fails (here forced on a CPU, with an error that has no message) falls back to
+    the same step run eagerly: the same tokens, and one note for the run naming the error by its type."""
+    from reachtui.model.steppers import FullStepper
+
+    r = runner("llama", "full")
+    want = [g.token_ids for g in r.generate(PROMPTS, decoding=Decoding(max_new_tokens=NEW))]
+    real_init = FullStepper.__init__
+
+    def capturing(self, *a, **k):
+        real_init(self, *a, **k)
+        self.capture, self.checked = True, True       # as on a GPU, its host-sync check done
+
+    def fails(self):
+        raise RuntimeError()
+
+    monkeypatch.setattr(FullStepper, "__init__", capturing)
+    monkeypatch.setattr(FullStepper, "_capture", fails)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    r.capture = True
+    assert [g.token_ids for g in r.generate(PROMPTS, decoding=Decoding(max_new_tokens=NEW))] == want
+    assert r.take_notes() == ["decoding steps run eagerly: a CUDA graph could not be captured (RuntimeError)"]
+    assert r.take_notes() == [] and not r.capture
+
+
 def test_one_owner_at_a_time():
     r = runner("llama")
     assert isinstance(r.lock, type(threading.RLock()))
@@ -669,7 +695,7 @@ def test_batch_size_suggestion_from_free_memory(monkeypatch):
     fixed cap (a GPU that holds thousands of rows decodes them in one batch)."""
     r = runner("llama")
     assert r.suggest_batch_size(PROMPTS, 8, 4) == (64, "cpu")
-    kv = r._kv_bytes_per_token()
+    kv = r.kv_bytes_per_token()
     assert kv == 2 * 2 * 8 * 4                     # K and V, 2 KV heads (GQA) of 8 dims, float32
 
     class Cuda:
@@ -692,15 +718,15 @@ def test_batch_size_suggestion_from_free_memory(monkeypatch):
 def test_interventions_over_the_same_prompts_pack_into_one_batch(arch, monkeypatch):
     """On a GPU (`packing`), generate_many decodes as many interventions as the memory holds as one mixed
     batch (here: two per batch): the tokens of one call per intervention, log-probs within float error;
-    an out-of-memory error in a pack splits it in two and remembers the smaller size."""
+    an out-of-memory error in a pack halves the packs (that one and the rest) and remembers the smaller size."""
     r = runner(arch, "full")
     r.packing = True
     prompts = PROMPTS + ["1+1=", "abc"]
     plans = [(Route(route), frozenset(sil)) for route, sil in SHARING]
     monkeypatch.setattr(r, "_rows_that_fit", lambda tokens, positions: (2 * len(prompts), "test"))
     packs = []
-    real = Runner._decode_pack
-    monkeypatch.setattr(r, "_decode_pack", lambda ids, pl, *a: (packs.append(len(pl)), real(r, ids, pl, *a))[1])
+    real = Runner._decode_mixed
+    monkeypatch.setattr(r, "_decode_mixed", lambda jobs, *a, **k: (packs.append(len(jobs)), real(r, jobs, *a, **k))[1])
     greedy = None
     for dec in (Decoding(max_new_tokens=NEW), Decoding(max_new_tokens=NEW, temperature=1.0)):
         seeds = [[10 * i + j for j in range(len(prompts))] for i in range(len(plans))]
@@ -717,17 +743,17 @@ def test_interventions_over_the_same_prompts_pack_into_one_batch(arch, monkeypat
             assert [g.mean_logprob for g in got] == pytest.approx([g.mean_logprob for g in want], abs=1e-5)
         r.packing = True
 
-    def small_memory(ids, pl, *a):
-        packs.append(len(pl))
-        if len(pl) > 1:
+    def small_memory(jobs, *a, **k):
+        packs.append(len(jobs))
+        if len(jobs) > 1:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
-        return real(r, ids, pl, *a)
+        return real(r, jobs, *a, **k)
 
-    monkeypatch.setattr(r, "_decode_pack", small_memory)
+    monkeypatch.setattr(r, "_decode_mixed", small_memory)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
     gens = r.generate_many(prompts, plans[:4], decoding=Decoding(max_new_tokens=NEW),
                            seeds=[[10 * i + j for j in range(len(prompts))] for i in range(4)])
-    assert packs == [2, 1, 1, 2, 1, 1] and r.max_pack_rows == len(prompts)
+    assert packs == [2, 1, 1, 1, 1] and r.backoff.pack_rows == len(prompts)   # the rest packed at the size learnt
     assert [[g.token_ids for g in x] for x in gens] == [[g.token_ids for g in x] for x in greedy[:4]]
 
 

@@ -346,15 +346,15 @@ def test_mixed_batches_out_of_memory_on_a_cpu_shrink_instead_of_looping(monkeypa
     rows = [[0, 1], [2], [1, 3]]
     want = [[g.text for g in gens] for gens in r.generate_many(PROMPTS, ivs, decoding=Decoding(max_new_tokens=4),
                                                                 rows=rows)]
-    real, packs = r._generate_mixed, []
+    real, packs = r._decode_mixed, []
 
-    def small(ids, plans, seeds, dec):
-        packs.append(len(plans))
-        if len(plans) > 1:
+    def small(jobs, dec, **k):
+        packs.append(len(jobs))
+        if len(jobs) > 1:
             raise RuntimeError(CPU_OOM)
-        return real(ids, plans, seeds, dec)
+        return real(jobs, dec, **k)
 
-    monkeypatch.setattr(r, "_generate_mixed", small)
+    monkeypatch.setattr(r, "_decode_mixed", small)
     got = r.generate_many(PROMPTS, ivs, decoding=Decoding(max_new_tokens=4), rows=rows)
     assert packs[0] == 3 and max(packs[1:]) < 3 and len(packs) < 10
     assert [[g.text for g in gens] for gens in got] == want

@@ -95,6 +95,35 @@ def test_a_worker_killed_mid_job_is_rerun_without_duplicates(ray_local, plain, t
 
 
 @pytest.mark.slow
+def test_the_contracts_generate_runs_on_a_worker_as_it_runs_here(ray_local):
+    """`RayRunner.generate` and `generate_many` (`reachtui.generation.Runner`'s calls: one engine call on a
+    worker) give the generations the model's runner gives in this process, with the same thread count."""
+    import torch
+
+    from reachtui.cluster import RayRunner
+    from reachtui.generation import Decoding
+    from reachtui.intervention import Intervention
+    from reachtui.model.run import load_runner
+
+    prompts = ["Question: What is 3 + 4?\nAnswer:", "Question: What is 12 + 30?\nAnswer:"]
+    ivs = [None, Intervention(silenced=frozenset({2}))]
+    dec = Decoding(max_new_tokens=8, temperature=1.0)
+    threads = torch.get_num_threads()
+    try:
+        here = load_runner("demo", threads=1, device="cpu")
+        want = [here.generate(prompts, decoding=dec, seeds=[3, 4]),
+                here.generate_many(prompts, ivs, decoding=dec, seeds=[[5], [6, 7]], rows=[[1], [0, 1]])]
+    finally:
+        torch.set_num_threads(threads)
+    done = []
+    with RayRunner("demo", workers=1, threads=1, device="cpu") as there:
+        got = [there.generate(prompts, decoding=dec, seeds=[3, 4]),
+               there.generate_many(prompts, ivs, decoding=dec, seeds=[[5], [6, 7]], rows=[[1], [0, 1]],
+                                   on_done=lambda i, gens: done.append(i))]
+    assert got == want and sorted(done) == [0, 1]
+
+
+@pytest.mark.slow
 def test_a_job_that_keeps_killing_its_worker_fails_with_one_line(ray_local):
     from reachtui.engine.plan import Call
     from reachtui.cluster import RETRIES, stream_calls

@@ -16,7 +16,7 @@ import pytest
 from conftest import settle
 
 from reachtui.store import Store
-from reachtui.generation import Generation
+from reachtui.generation import Generation, RunnerDefaults
 from reachtui.tui.app import ReachApp
 from reachtui.intervention import Intervention
 from reachtui.routes import Route
@@ -186,14 +186,13 @@ async def test_layer_strip_keys_and_typed_route(stored):
         assert app.intervention.silenced == {5}
 
 
-class FakeRunner:
+class FakeRunner(RunnerDefaults):
     """Answers each synthetic question right iff MLP 2 is silenced (a stand-in for a model that implements
-    `reachtui.generation.Runner`)."""
+    `reachtui.generation.Runner`; it cannot trace, as `RunnerDefaults` says)."""
 
     num_layers = 8
-    tokenizer = None
-    batch_size_hint = None
     loaded = SimpleNamespace(name="fake", path="/fake", device="cpu", dtype="float32")
+    info = dict(name="fake", path="/fake", model_class="FakeModel", device="cpu", dtype="float32", load_report=None)
 
     def __init__(self):
         self.lock = threading.RLock()
@@ -219,6 +218,32 @@ class FakeRunner:
                 text = f" {a}+{b}={a + b}. {a + b}-{c}={answer}. #### {answer}"
                 out.append(Generation(text, [1] * 9, -0.1, 9, len(route) if route else 8, 100))
         return out
+
+    def generate_many(self, prompts, interventions, *, decoding=None, seeds=None, batch_size=64, on_done=None,
+                      rows=None):
+        out = []
+        for i, iv in enumerate(interventions):
+            gens = self.generate(prompts if rows is None else [prompts[j] for j in rows[i]], iv)
+            out.append(gens)
+            if on_done is not None:
+                on_done(i, gens)
+        return out
+
+
+async def test_a_runner_that_cannot_trace_says_so_in_the_trace_pane(stored):
+    """The trace pane with a runner that cannot read a generation token by token (`RunnerDefaults`): the
+    runner's one line, in the pane's title, and nothing else there."""
+    from tui_screen import plain
+
+    path, _ = stored
+    app = ReachApp(path)
+    app.runner = FakeRunner()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("t")
+        await settle(app, pilot, 0.1)
+        assert plain(app.query_one("#trace-title").content) == \
+            "trace failed: this runner cannot read a generation token by token"
+        assert plain(app.query_one("#trace-body").content) == ""
 
 
 async def test_live_run_and_apply_with_a_runner(stored, tmp_path):

@@ -234,14 +234,14 @@ def audit(model: str, task_spec: str, task_name: str | None, task_fields: Fields
 
     t_load = time.monotonic()
     if server is not None:
-        info = serving.run_record(runner)
+        info = runner.info
         where = f" through {runner.engine} at {runner.client.where}"
     elif ray_address is None:
         from reachtui.model.run import Runner
 
         with err.status(f"loading {model} ..."):
             runner = Runner(preflight.load_placed(model, placement, access))
-        info = serving.run_record(runner)
+        info = runner.info
         where = ""
     else:
         with err.status(f"starting Ray workers, each loading {model} ..."):
@@ -300,7 +300,7 @@ def audit(model: str, task_spec: str, task_name: str | None, task_fields: Fields
         if ray_address is not None:
             runner.close()
     wall = time.monotonic() - t0
-    for line in getattr(runner, "losses", ()):
+    for line in runner.losses:
         err.print(f"[yellow]{line}[/]")
 
     print_closing(out, store, result.run_id)

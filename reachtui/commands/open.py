@@ -75,12 +75,11 @@ def make_audit_job(store_path: Path, task, protocol, *, limit, batch_size, mlp_s
     as `run_audit` takes them (`fit`: what `prompts_fit` found before the app started)."""
 
     def job(get_runner, on_event, cancel) -> int:
-        from reachtui.commands.serving import run_record
         from reachtui.engine.audit import run_audit
         from reachtui.store import Store
 
         runner = get_runner()
-        info = run_record(runner)
+        info = runner.info
         with Store(store_path) as store:
             result = run_audit(store, runner, model_name=info["name"], model_path=info["path"],
                                model_class=info["model_class"], task=task, protocol=protocol, limit=limit,

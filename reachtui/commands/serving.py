@@ -75,15 +75,3 @@ def connect(model: str, server: ServerOptions, access: ModelAccess, console=None
         return connect_server(model, server, trust_remote_code=access.trust_remote_code,
                               allow_download=access.allow_download)
 
-
-def run_record(runner) -> dict:
-    """What a run records of where it ran (name, path, class, device, dtype, versions, load report): a
-    server's or Ray's `info`, else the loaded model's."""
-    info = getattr(runner, "info", None)
-    if info is not None:
-        return info
-    from reachtui.model.run import versions
-
-    loaded = runner.loaded
-    return dict(name=loaded.name, path=str(loaded.path), model_class=loaded.arch.model_class,
-                load_report=loaded.load_report, **versions(loaded))

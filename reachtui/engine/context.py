@@ -19,7 +19,7 @@ from reachtui.engine.plan import Call, Work, mixed_calls, split
 from reachtui.engine.progress import Cancelled, Progress
 from reachtui.engine.record import attempt_row
 from reachtui.errors import DamagedStore, EnvironmentFault, ReachError, sqlite_fault
-from reachtui.generation import CallPool, Decoding, PromptRefused
+from reachtui.generation import CallPool, Decoding, PromptRefused, Runner
 from reachtui.probes import registry
 from reachtui.seeds import attempt_seed
 
@@ -38,20 +38,17 @@ def stopped_by(exc: BaseException, store, mark_failed: Callable[[], None]) -> Ba
     return exc if fault is None else fault
 
 
-def runner_fit(runner, protocol, questions: Sequence[tuple[str, str]]) -> PromptFit:
+def runner_fit(runner: Runner, protocol, questions: Sequence[tuple[str, str]]) -> PromptFit:
     """Which of `questions` ((question id, text)) fit the runner's model under `protocol`
     (`reachtui.engine.fits.prompt_fit` with the runner's tokenizer and token count); a max_new_tokens that
-    leaves no room at all is refused here (a runner that knows no limit, or cannot count tokens, checks
-    nothing: the model runner checks again before every generation)."""
-    limit = getattr(runner, "max_positions", None)
+    leaves no room at all is refused here (a runner that knows no limit checks nothing: the model runner
+    checks again before every generation)."""
+    limit = runner.max_positions
     m = protocol.max_new_tokens
     if limit and m >= limit:
         raise ReachError(f"--max-new-tokens {m} does not fit the model's position limit of {limit} "
                          f"tokens (prompt + generated tokens); nothing was generated")
-    count = getattr(runner, "prompt_lengths", None)
-    if count is None and getattr(runner, "tokenizer", None) is None:
-        limit = None
-    return prompt_fit(protocol, questions, limit, tokenizer=lambda: getattr(runner, "tokenizer", None), count=count)
+    return prompt_fit(protocol, questions, limit, tokenizer=lambda: runner.tokenizer, count=runner.prompt_lengths)
 
 
 def check_fits(runner, protocol, questions: Sequence[tuple[str, str]]) -> None:
@@ -67,7 +64,7 @@ class RunContext:
     against the model's positions already (`check_fits`: the audit checks before it touches the store), so
     they are not checked again."""
 
-    def __init__(self, store, runner, run_id: int, *, batch_size: int | None = None, remember: bool = True,
+    def __init__(self, store, runner: Runner, run_id: int, *, batch_size: int | None = None, remember: bool = True,
                  on_event: Callable[[Progress], None] | None = None, cancel=None, fits_checked: bool = False) -> None:
         self.store = store
         self.runner = runner
@@ -146,8 +143,7 @@ class RunContext:
             self._oom_seen = hint
             self.store.add_run_event(self.run_id, "out_of_memory",
                                      f"out of memory in {self.phase}: generation batches halved to {hint} prompts")
-        take_notes = getattr(self.runner, "take_notes", None)     # e.g. decoding fell back to eager steps
-        for note in take_notes() if take_notes is not None else ():
+        for note in self.runner.take_notes():      # e.g. decoding fell back to eager steps
             self.store.add_run_event(self.run_id, "engine", note)
         return rows
 
@@ -209,11 +205,8 @@ class RunContext:
         self.check_cancel()        # the workers stop early when cancel is set
 
     def forget_prefixes(self) -> None:
-        """After a phase of mixed calls: the runner may drop the prompts' prefills it kept across them (a
-        runner that keeps none has no `forget_prefixes`)."""
-        forget = getattr(self.runner, "forget_prefixes", None)
-        if forget is not None:
-            forget()
+        """After a phase of mixed calls: the runner may drop the prompts' prefills it kept across them."""
+        self.runner.forget_prefixes()
 
     def run_plan(self, jobs: list[list[Work]], *, mixed: bool = False) -> None:
         """Run a phase's plan, skipping what is stored (`mixed`: the plan's attempts as mixed calls)."""

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reachtui.errors import ReachError, first_line
+from reachtui.model.files import importable, safetensors_header
 from reachtui.parsing import json_file
 
 CONFIG = "adapter_config.json"
@@ -69,8 +70,6 @@ def read_adapter(path: Path) -> Adapter:
 def check_adapter_weights(adapter: Adapter, allow_pickle: bool) -> None:
     """The adapter's weights are there, and not only a pickle unless `allow_pickle`; a safetensors file is
     read (its header only) and holds at least one tensor."""
-    from reachtui.model.load import safetensors_header
-
     safe = adapter.path / SAFE_WEIGHTS
     if safe.is_file():
         try:
@@ -92,9 +91,7 @@ def check_adapter_weights(adapter: Adapter, allow_pickle: bool) -> None:
 
 def check_peft() -> None:
     """peft is importable, else one line saying how to get it."""
-    from reachtui.model.load import _importable
-
-    if not _importable("peft"):
+    if not importable("peft"):
         raise ReachError("MODEL is a PEFT adapter, which needs peft: pip install 'reachtui[peft]'")
 
 

@@ -140,43 +140,89 @@ def decode(stepper, tokenizer, eos: set[int], ids: list[list[int]], logits: torc
     row r of each recorded step is row r). `stop_table`: the tokenizer's
     level-1 stop table for `dec.stop` (`stops.suspect_table`), if the caller keeps one. `stats` (a dict)
     gains the steps taken, the host's seconds reading them (`host_s`) and waiting for them (`wait_s`)."""
-    b, steps = len(ids), dec.max_new_tokens
-    device = logits.device
-    sampled = not dec.greedy
-    gens = u = None
-    if sampled and dec.sampler == 1:
-        gens = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
-    elif sampled:
-        u = torch.from_numpy(uniforms(seeds, steps)).to(device)
-    state = _Rows(b, steps, eos, StopWatch(tokenizer, dec.stop, stop_table))
-    rows = np.arange(b)                  # the batch row of each tensor row
-    # a GPU runs one step ahead of the host; a CPU computes as it is asked (no lag: the same batches, and
-    # so the same numbers, as a loop that reads every step before the next)
-    lag = 1 if device.type == "cuda" and record is None else 0
-    pending: list[tuple[int, _ToHost]] = []
-    keep: np.ndarray | None = None       # tensor rows to keep before the next forward
+    state = _Rows(len(ids), dec.max_new_tokens, eos, StopWatch(tokenizer, dec.stop, stop_table))
+    loop = _Loop(stepper, state, logits.device, seeds, dec, record)
+    taken = loop.run(logits)
+    t0 = time.perf_counter()
+    state.confirm_final()
+    state.host_s += time.perf_counter() - t0
+    if stats is not None:
+        for key, value in (("steps", taken), ("host_s", state.host_s), ("wait_s", state.wait_s)):
+            stats[key] = stats.get(key, 0) + value
+    return finish(tokenizer, state, ids, route_lens)
 
-    def read(upto: int) -> bool:
+
+class _Loop:
+    """One batch's decoding steps: choose each row's token (`choose`), hand it to the host (`read`, one step
+    behind on a GPU), drop the finished rows (`drop_finished`), and step the model (`run`)."""
+
+    def __init__(self, stepper, state: _Rows, device, seeds: list[int], dec: Decoding, record: list | None) -> None:
+        self.stepper, self.state, self.device, self.dec, self.record = stepper, state, device, dec, record
+        steps = dec.max_new_tokens
+        self.gens = self.u = None
+        if not dec.greedy and dec.sampler == 1:
+            self.gens = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
+        elif not dec.greedy:
+            self.u = torch.from_numpy(uniforms(seeds, steps)).to(device)
+        self.rows = np.arange(len(seeds))          # the batch row of each tensor row
+        # a GPU runs one step ahead of the host; a CPU computes as it is asked (no lag: the same batches, and
+        # so the same numbers, as a loop that reads every step before the next)
+        self.lag = 1 if device.type == "cuda" and record is None else 0
+        self.pending: list[tuple[int, _ToHost]] = []
+        self.keep: np.ndarray | None = None        # tensor rows to keep before the next forward
+
+    def run(self, logits: torch.Tensor) -> int:
+        """Every step until no row generates or the token limit; returns the steps taken."""
+        steps, lag = self.dec.max_new_tokens, self.lag
+        taken = 0
+        for step in range(steps):
+            taken += 1
+            nxt, chosen = self.choose(logits, step)
+            self.pending.append((step, _ToHost(nxt, chosen, self.rows)))
+            if lag == 0 and not self.read(step):
+                break
+            if step == steps - 1:
+                break
+            nxt = self.drop_finished(nxt)
+            logits = self.stepper.step(nxt)       # on a GPU, queued: the host reads the last step meanwhile
+            if lag and not self.read(step - lag):
+                break
+        self.read(steps)
+        return taken
+
+    def read(self, upto: int) -> bool:
         """Absorb the pending steps up to `upto`; decide which rows stay. False once no row generates."""
-        nonlocal keep
-        while pending and pending[0][0] <= upto:
-            state.absorb(*pending.pop(0))
+        state = self.state
+        while self.pending and self.pending[0][0] <= upto:
+            state.absorb(*self.pending.pop(0))
         live = state.live()
         if not live.any():
             return False
-        alive = live[rows]
-        if record is None and 4 * int((~alive).sum()) >= len(rows):
+        alive = live[self.rows]
+        if self.record is None and 4 * int((~alive).sum()) >= len(self.rows):
             # finished rows leave the batch once they are a quarter of it (each step reads every row's
             # cache; each removal copies the live rows' caches once)
-            keep = np.nonzero(alive)[0]
+            self.keep = np.nonzero(alive)[0]
         return True
 
-    def choose(logits, step: int):
+    def drop_finished(self, nxt: torch.Tensor) -> torch.Tensor:
+        """The rows `read` decided to drop leave the cache, the next tokens and the sampler's draws."""
+        if self.keep is None:
+            return nxt
+        index = torch.as_tensor(self.keep, device=self.device)
+        self.stepper.keep(index)
+        if self.u is not None:
+            self.u = self.u.index_select(0, index)
+        self.rows, self.keep = self.rows[self.keep], None
+        return nxt.index_select(0, index)
+
+    def choose(self, logits: torch.Tensor, step: int):
         """Each row's next token and its log-prob under the un-tempered distribution, in float32, a slice of
         rows at a time on a GPU (a float32 copy of a batch's logits can take gigabytes)."""
+        dec, gens, u, rows, record = self.dec, self.gens, self.u, self.rows, self.record
         n = logits.shape[0]
-        size = n if device.type == "cpu" else max(1, _SAMPLER_BYTES // (4 * logits.shape[-1]))
-        live = state.live() if gens is not None else None
+        size = n if self.device.type == "cpu" else max(1, _SAMPLER_BYTES // (4 * logits.shape[-1]))
+        live = self.state.live() if gens is not None else None
         picked, logps = [], []
         for a in range(0, n, size):
             chunk = logits[a:a + size]
@@ -200,40 +246,15 @@ def decode(stepper, tokenizer, eos: set[int], ids: list[list[int]], logits: torc
             return picked[0], logps[0]
         return torch.cat(picked), torch.cat(logps)
 
-    taken = 0
-    for step in range(steps):
-        taken += 1
-        nxt, chosen = choose(logits, step)
-        pending.append((step, _ToHost(nxt, chosen, rows)))
-        if lag == 0 and not read(step):
-            break
-        if step == steps - 1:
-            break
-        if keep is not None:
-            index = torch.as_tensor(keep, device=device)
-            stepper.keep(index)
-            nxt = nxt.index_select(0, index)
-            if u is not None:
-                u = u.index_select(0, index)
-            rows, keep = rows[keep], None
-        logits = stepper.step(nxt)       # on a GPU, queued: the host reads the last step meanwhile
-        if lag and not read(step - lag):
-            break
-    read(steps)
-    t0 = time.perf_counter()
-    state.confirm_final()
-    state.host_s += time.perf_counter() - t0
-    if stats is not None:
-        for key, value in (("steps", taken), ("host_s", state.host_s), ("wait_s", state.wait_s)):
-            stats[key] = stats.get(key, 0) + value
 
+def finish(tokenizer, state: _Rows, ids: list[list[int]], route_lens: list[int]) -> list[Generation]:
+    """Each row's Generation: its tokens, text (cut at the first stop string), mean log-prob and costs."""
     out = []
     stops = state.watch.stops
-    token_lists = [state.tokens[r, : int(state.length[r])].tolist() for r in range(b)]
+    token_lists = [state.tokens[r, : int(state.length[r])].tolist() for r in range(len(ids))]
     texts = tokenizer.batch_decode(token_lists, skip_special_tokens=True)
-    for r in range(b):
+    for r, tokens in enumerate(token_lists):
         n_new = int(state.length[r])
-        tokens = token_lists[r]
         text, _ = cut_at_stop(texts[r], stops)
         mean = sum(state.logps[r, :n_new].tolist()) / n_new if n_new else float("nan")
         out.append(Generation(

@@ -54,7 +54,7 @@ class ResidualTap:
 
 
 class PairTap:
-    """The taps of a traced mixed batch (`Runner._generate_mixed`, one row per plan): one on each plan's
+    """The taps of a traced mixed batch (`Runner._decode_mixed`, one row per plan): one on each plan's
     prefill, one on the batch's steps; plan j's route position p ran at step `slots[j][p]` (`mixed.schedule`)."""
 
     def __init__(self, plans: list[Intervention], device=None) -> None:
@@ -164,19 +164,12 @@ def pieces(tokenizer, ids: Sequence[int]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _head(runner) -> LensHead:
-    head = getattr(runner, "_lens_head", None)
-    if head is None:
-        head = runner._lens_head = LensHead(runner.model, runner.arch)
-    return head
-
-
 def inspect(runner, prompt: str, interventions, decoding: Decoding, seed: int, top: int) -> list[Traced]:
     """`Runner.inspect`: the generations as `generate` makes them, read token by token (see the module). The
     interventions not traced before decode as one mixed batch where the model allows it (one forward per
     step for all of them), else one after another."""
     ivs: list[Intervention] = [runner.resolve(iv) for iv in interventions]
-    head = _head(runner)
+    head = runner.lens_head
     ids = runner.encode(prompt)
     if not ids:
         raise ReachError("a prompt encodes to no tokens")
@@ -192,8 +185,8 @@ def inspect(runner, prompt: str, interventions, decoding: Decoding, seed: int, t
         if len(todo) > 1 and runner.mixing:
             plans = [c[1] for c in todo]
             tap, record = PairTap(plans, device), []
-            gens = runner._generate_mixed([[ids] for _ in plans], plans, [[int(seed)] for _ in plans], decoding,
-                                          record=record, watch=tap)
+            gens = runner._decode_mixed([(iv, [ids], [int(seed)]) for iv in plans], decoding, record=record,
+                                        watch=tap)
             for j, (call, [gen]) in enumerate(zip(todo, gens)):
                 n = len(gen.token_ids)
                 logits = torch.stack([step[j] for step in record[:n]]) if n else None
@@ -260,9 +253,9 @@ def lens(runner, key: int, step: int, ids: Sequence[int]) -> list[LensRow]:
     rec = runner.traces.get(key)
     _check_step(rec, step)
     if rec.states is None:
-        raise ReachError(_head(runner).problem or "this trace has no logit lens")
+        raise ReachError(runner.lens_head.problem or "this trace has no logit lens")
     # the final norm and the unembedding are never swapped by a route: no need to wait for the model's owner
-    logp = torch.log_softmax(_head(runner)(rec.states[step]), dim=-1)     # [positions, vocab]
+    logp = torch.log_softmax(runner.lens_head(rec.states[step]), dim=-1)     # [positions, vocab]
     r, p = _ranked(logp, ids)
     tops = logp.argmax(-1).tolist()
     return [LensRow(position=i, layer=layer, ranks=tuple(r[i]), probs=tuple(p[i]), top=int(tops[i]))

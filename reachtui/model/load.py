@@ -15,7 +15,6 @@ tokens, the padding id) is refused when the model loads, before any run exists.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -27,6 +26,7 @@ from typing import Any
 from reachtui.assets import BUNDLED_MODELS
 from reachtui.errors import ReachError, first_line
 from reachtui.inputs import DEVICE_MAP, MODEL_WEIGHTS, NAME_MAX, refusal, short_name, too_long
+from reachtui.model.files import importable, safetensors_header
 from reachtui.model_names import adapter_name
 from reachtui.parsing import json_file
 
@@ -200,8 +200,7 @@ def _resolve(spec: str, allow_download: bool = False):
             allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "*.tiktoken", "*.py"],
         )
     except Exception as exc:  # noqa: BLE001 - any hub failure becomes one line
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ReachError(f"could not download model {repo!r}{at}: {first}") from exc
+        raise ReachError(f"could not download model {repo!r}{at}: {first_line(exc)}") from exc
     return Path(local), None
 
 
@@ -266,29 +265,6 @@ def check_weights(path: Path, spec: str, allow_pickle: bool = False) -> None:
 
 
 _LAYER_KEY = re.compile(r"\.layers\.(\d+)\.")
-
-
-def safetensors_header(file: Path) -> dict[str, dict]:
-    """The tensors a safetensors file holds, {name: {"dtype", "shape", "data_offsets"}}, read from its header
-    only (8 bytes of length, then JSON): no torch, no weights read. ValueError saying what is wrong when it is
-    not a safetensors file or is cut short (a tensor's bytes past its end); OSError when it cannot be read."""
-    with open(file, "rb") as fh:
-        size = int.from_bytes(fh.read(8), "little")
-        if not 0 < size <= 100 << 20:
-            raise ValueError("not a safetensors file (no header)")
-        try:
-            header = json.loads(fh.read(size))
-        except (ValueError, RecursionError):
-            raise ValueError("not a safetensors file (its header is not JSON)") from None
-    if not isinstance(header, dict):
-        raise ValueError("not a safetensors file (its header is not a JSON object)")
-    tensors = {k: v for k, v in header.items() if k != "__metadata__"}
-    ends = [v.get("data_offsets", [0, 0])[-1] for v in tensors.values() if isinstance(v, dict)]
-    if len(ends) != len(tensors) or not all(isinstance(e, int) for e in ends):
-        raise ValueError("not a safetensors file (a tensor without data offsets)")
-    if 8 + size + max(ends, default=0) > Path(file).stat().st_size:
-        raise ValueError("cut short: its tensors' bytes end past the end of the file")
-    return tensors
 
 
 def safetensors_names(path: Path) -> list[str]:
@@ -428,16 +404,6 @@ def quiet_transformers() -> None:
     del transformers
 
 
-def _importable(name: str) -> bool:
-    """Whether module `name` can be imported (found without importing it)."""
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def check_device_map(device_map, device: str, offload_folder) -> str | dict | None:
     """`device_map` as from_pretrained takes it (a strategy name or a module -> device dict), or None.
 
@@ -475,7 +441,7 @@ def check_device_map(device_map, device: str, offload_folder) -> str | dict | No
                                  "or disk)")
         if "disk" in device_map.values() and not offload_folder:
             raise ReachError("the device map offloads to disk: pass --offload-folder DIR")
-    if not _importable("accelerate"):
+    if not importable("accelerate"):
         raise ReachError("--device-map needs accelerate: pip install 'reachtui[gpu]' (or pip install "
                          "'accelerate>=1.1,<2')")
     return device_map
@@ -603,6 +569,17 @@ def check_vocabulary(spec: str, model, tokenizer) -> None:
                          f"vocabulary")
 
 
+def _needs_own_code(spec: str) -> ReachError:
+    return ReachError(f"model {spec!r} needs its own code: pass --trust-remote-code if you trust it")
+
+
+def _not_loaded(spec: str, what: str, exc: BaseException) -> ReachError:
+    """One line for a config or model transformers could not load: the code of its own it needs, else `what`
+    and the error's first line."""
+    msg = first_line(exc)
+    return _needs_own_code(spec) if "trust_remote_code" in msg else ReachError(f"{what}: {msg}")
+
+
 def load_model(
     spec: str,
     device: str = "auto",
@@ -635,7 +612,7 @@ def load_model(
     dt = _pick_dtype(dtype, dev)
     raw = read_config(path)
     if raw.get("auto_map") and not trust_remote_code and not raw.get("model_type"):
-        raise ReachError(f"model {spec!r} needs its own code: pass --trust-remote-code if you trust it")
+        raise _needs_own_code(spec)
 
     import torch
 
@@ -645,11 +622,8 @@ def load_model(
 
     try:
         config = AutoConfig.from_pretrained(str(path), trust_remote_code=trust_remote_code, local_files_only=True)
-    except Exception as exc:  # noqa: BLE001
-        msg = first_line(exc)
-        if "trust_remote_code" in msg:
-            raise ReachError(f"model {spec!r} needs its own code: pass --trust-remote-code if you trust it") from exc
-        raise ReachError(f"cannot read the config of {spec!r}: {msg}") from exc
+    except Exception as exc:  # noqa: BLE001 - said in one line
+        raise _not_loaded(spec, f"cannot read the config of {spec!r}", exc) from exc
     model_type = getattr(config, "model_type", None)
     remote_causal = trust_remote_code and "AutoModelForCausalLM" in (getattr(config, "auto_map", None) or {})
     if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and not remote_causal:
@@ -666,11 +640,8 @@ def load_model(
             str(path), dtype=torch_dtype, trust_remote_code=trust_remote_code, local_files_only=True,
             output_loading_info=True, ignore_mismatched_sizes=True, **placement,   # reported below, by name
         )
-    except Exception as exc:  # noqa: BLE001
-        msg = first_line(exc)
-        if "trust_remote_code" in msg:
-            raise ReachError(f"model {spec!r} needs its own code: pass --trust-remote-code if you trust it") from exc
-        raise ReachError(f"cannot load model {spec!r} from {path}: {msg}") from exc
+    except Exception as exc:  # noqa: BLE001 - said in one line
+        raise _not_loaded(spec, f"cannot load model {spec!r} from {path}", exc) from exc
     report, bad = describe_loading(info)
     if bad and not allow_missing_weights:
         hint = "its config.json does not describe these weights (vocab_size, hidden_size, ...)" \

@@ -2,7 +2,7 @@
 
 Such calls prefill the same prompts again and again, each time under another route, and most routes
 start like the identity (route[p] = p for their first positions). A prompt's identity prefill is recorded
-once — every position's output and keys/values (`routing.PrefillTap`) — and replayed into the prefill of
+once — every position's output and keys/values (`prefill.PrefillTap`) — and replayed into the prefill of
 every later route for the positions it shares with the identity; only the rest is computed.
 
 A recording is made for one prompt alone (a batch of one, no padding), so its numbers are the prompt's

@@ -1,5 +1,5 @@
-"""How a route runs, exactly, with the model's own forward: installing a route (`installed`), its caches
-(`new_cache`) and the shared identity prefill (`PrefillTap`); mixed decode batches are in `mixed.py`. With
+"""How a route runs, exactly, with the model's own forward: installing a route (`installed`) and its caches
+(`new_cache`); the replayed identity prefill is in `prefill.py`, mixed decode batches in `mixed.py`. With
 `mixed.py`, the only code that touches transformers internals (covered by tests/test_engine.py).
 
 Version notes: transformers 5.24 calls the cache argument `cache` (`past_key_values` is deprecated);
@@ -115,51 +115,8 @@ def route_layers(arch: Architecture, route, silenced=frozenset()) -> nn.ModuleLi
     return nn.ModuleList([position_block(arch, i, p, i in silenced) for p, i in enumerate(route)])
 
 
-class PrefillTap:
-    """The shared prefill: a route's first d positions that equal the identity's (route[p] = p, MLP p not
-    silenced, a plain full-attention cache layer) compute exactly what the identity computes there. One
-    recording pass over the identity keeps each position's output and keys/values; a route then *replays*
-    positions < d (writes the recorded keys/values into its cache slot, returns the recorded output) and
-    computes only the rest. Same inputs, same modules, same batch: bit-identical to computing them.
-
-    mode None: compute as usual. "record": compute, and keep the output of positions < depth in
-    `outputs`. "replay": positions < depth write `kv[p]` into `cache` slot p and return `outputs[p]`
-    without computing."""
-
-    def __init__(self) -> None:
-        self.mode: str | None = None
-        self.depth = 0
-        self.outputs: list = []
-        self.kv: list = []
-        self.cache = None
-
-    def wrap(self, p: int, inner):
-        def forward(*args, **kwargs):
-            if self.mode == "replay" and p < self.depth:
-                keys, values = self.kv[p]
-                self.cache.layers[p].update(keys, values)
-                return self.outputs[p]
-            out = inner(*args, **kwargs)
-            if self.mode == "record" and p < self.depth:
-                self.outputs[p] = out
-            return out
-
-        return forward
-
-
-def identity_prefix(route, silenced=frozenset()) -> int:
-    """How many leading positions of (route, silenced) compute exactly what the identity computes there."""
-    d = 0
-    for p, layer in enumerate(route):
-        if layer != p or layer in silenced:
-            break
-        d += 1
-    return d
-
-
 @contextlib.contextmanager
-def installed(arch: Architecture, route=None, silenced=frozenset(), *, force: bool = False,
-              tap: PrefillTap | None = None, watch=None):
+def installed(arch: Architecture, route=None, silenced=frozenset(), *, force: bool = False, tap=None, watch=None):
     """Install (route, silenced) in the model for the body of the `with`; restore everything after.
 
     For the length of a call, the model's decoder ModuleList is replaced by a ModuleList with one entry per
@@ -175,8 +132,9 @@ def installed(arch: Architecture, route=None, silenced=frozenset(), *, force: bo
     dispatched by accelerate keeps its hooks: a clone's hook wrapper is rebound to call the clone).
 
     The identity route with nothing silenced leaves the model untouched (unless `force`, for tests, or a
-    `tap` or a `watch`, whose wrappers go on every position). `watch` (`reachtui.model.lens.ResidualTap`)
-    sees what each position hands on, replayed or computed.
+    `tap` or a `watch`, whose wrappers go on every position). `tap` (`reachtui.model.prefill.PrefillTap`)
+    replays recorded positions; `watch` (`reachtui.model.lens.ResidualTap`) sees what each position hands on,
+    replayed or computed.
     """
     n = arch.num_layers
     layers = tuple(range(n)) if route is None else tuple(route)

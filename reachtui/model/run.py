@@ -17,26 +17,28 @@ distribution, new_tokens = len(token_ids), layers_executed = len(route), compute
 
 from __future__ import annotations
 
+import functools
 import threading
+from collections.abc import Callable, Sequence
 
 import torch
 
 from reachtui.errors import EnvironmentFault, ReachError
 from reachtui.model import lens
 from reachtui.model import mixed as mixed_batch
-from reachtui.model import routing
-from reachtui.model.prefix import PrefixStore, Recording, padded
+from reachtui.model import prefill, routing
+from reachtui.model.prefix import PrefixStore
 from reachtui.model.decode import decode, eos_ids, pad_id
-from reachtui.model.memory import is_oom, keep_freed_memory
+from reachtui.model.memory import Backoff, keep_freed_memory
 from reachtui.model.steppers import FullStepper, GrowingStepper
 from reachtui.model.stops import suspect_table
-from reachtui.generation import Decoding, Generation, LensRow, Traced, prompt_ids, prompt_token_counts
+from reachtui.generation import Decoding, Generation, LensRow, RunnerDefaults, Traced, prompt_ids, prompt_token_counts
 from reachtui.intervention import Intervention
-from reachtui.routes import Route, identity, validate_route
+from reachtui.routes import Route
 
 
-class Runner:
-    """Runs generations on one loaded model; one owner at a time (`lock`).
+class Runner(RunnerDefaults):
+    """Runs generations on one loaded model (`reachtui.generation.Runner`); one owner at a time (`lock`).
 
     `prefill_tokens`: the most (padded) prompt tokens one prefill forward takes; a decode batch's prompts
     are prefilled in sub-batches of that size, sorted by length and each padded only to its own longest
@@ -57,7 +59,6 @@ class Runner:
         self.device = input_device(self.model)
         self.eos_ids = eos_ids(self.model, self.tokenizer)
         self.pad_id = pad_id(self.model, self.tokenizer)
-        self.batch_size_hint: int | None = None   # set when an out-of-memory error halved the batch
         from reachtui.model.load import position_limit
 
         #: prompt + generated tokens the model has positions for (None: its config gives no limit)
@@ -73,9 +74,10 @@ class Runner:
             identity_cache = routing.new_cache(self.arch, capacity=1)
         self.plain = routing.all_growing(identity_cache)          # every layer a full-attention cache layer
         # interventions over different prompts decode as one batch (mixed.MixedCache): plain models
-        # without a device map; on a CPU up to `mix_bytes` of KV cache per batch
+        # without a device map; on a CPU up to `backoff.cpu_bytes` of KV cache per batch
         self.mixing = self.plain and not getattr(self.model, "hf_device_map", None)
-        self.mix_bytes = 2 << 30
+        #: out-of-memory errors: the batches halve, and the runner remembers the sizes that fitted
+        self.backoff = Backoff(cpu_bytes=2 << 30)
         self.plain_prefix = routing.plain_positions(identity_cache)
         #: how decoding steps run (`reachtui.model.steppers`): "full" (full-capacity cache, captured as a
         #: CUDA graph on a GPU) for plain models held whole on a GPU, else "growing" (eager); tests set
@@ -86,7 +88,6 @@ class Runner:
         #: several interventions over the same prompts decode as one batch (`_decode_packs`): on a GPU, where
         #: a batch of thousands of rows still gains from more; a CPU is busy with one
         self.packing = on_gpu
-        self.max_pack_rows: int | None = None    # rows of a packed mixed batch, after an out-of-memory error
         self._stop_tables: dict[tuple, object] = {}
         #: decoding so far (benchmarks read it): eager steps, CUDA graphs captured, graph replays, steps of the
         #: decoding loop and the host's seconds reading their tokens (`host_s`) and waiting for them (`wait_s`)
@@ -95,10 +96,32 @@ class Runner:
 
     # ------------------------------------------------------------------ public
 
+    @property
+    def batch_size_hint(self) -> int | None:
+        """The most prompts a decode batch holds since an out-of-memory error halved them (None: none did)."""
+        return self.backoff.rows
+
+    @batch_size_hint.setter
+    def batch_size_hint(self, rows: int | None) -> None:
+        self.backoff.rows = rows
+
     def take_notes(self) -> list[str]:
         """What the runner has to tell the run since it was last asked (e.g. that capture fell back)."""
         notes, self.notes = self.notes, []
         return notes
+
+    @property
+    def info(self) -> dict:
+        """What a run records of where it ran: the model's name, path and class, device, dtype, versions and
+        load report."""
+        loaded = self.loaded
+        return dict(name=loaded.name, path=str(loaded.path), model_class=loaded.arch.model_class,
+                    load_report=loaded.load_report, **versions(loaded))
+
+    @functools.cached_property
+    def lens_head(self) -> lens.LensHead:
+        """The model's way from a residual stream to logits (the logit lens; made on first use)."""
+        return lens.LensHead(self.model, self.arch)
 
     def _capture_failed(self, why: str) -> None:
         if self.capture:
@@ -172,14 +195,7 @@ class Runner:
     def resolve(self, intervention) -> Intervention:
         """The intervention (or a (route, silenced) pair) checked against the model, its route written out
         (the identity route when it has none): what every generation runs."""
-        iv = Intervention.of(intervention)
-        route = identity(self.num_layers) if iv.route is None else validate_route(iv.route, self.num_layers,
-                                                                                  max_repeat=10**9)
-        silenced = frozenset(int(i) for i in iv.silenced)
-        bad = sorted(i for i in silenced if not 0 <= i < self.num_layers)
-        if bad:
-            raise ReachError(f"silenced layer {bad[0]} is out of range (the model has {self.num_layers} layers)")
-        return Intervention(route, silenced)
+        return Intervention.of(intervention).checked(self.num_layers)
 
     def suggest_batch_size(self, prompts: list[str], max_new_tokens: int, route_len: int) -> tuple[int, str]:
         """Prompts per generation job, and why. A CPU gains nothing from batches beyond 64 (they stop
@@ -197,15 +213,15 @@ class Runner:
         free, _ = torch.cuda.mem_get_info(self.device)
         p = next(self.model.parameters())
         vocab = int(getattr(self.model.config, "vocab_size", 0) or getattr(self.arch.config, "vocab_size", 0) or 0)
-        per_row = tokens * positions * self._kv_bytes_per_token() + 3 * 4 * vocab
-        hidden = self._hidden_bytes() // p.element_size()
+        per_row = tokens * positions * self.kv_bytes_per_token() + 3 * 4 * vocab
+        hidden = self.hidden_bytes() // p.element_size()
         inter = int(getattr(self.arch.config, "intermediate_size", 0) or 4 * hidden)
         reserve = self.prefill_tokens * (4 * hidden + 3 * inter) * p.element_size() + self.share_bytes
         fits = int((0.8 * free - reserve) // max(per_row, 1))
         return max(1, fits), (f"{free / 2**30:.1f} GiB free, {per_row / 2**20:.1f} MiB per prompt "
                               f"({tokens} tokens x {positions} layers)")
 
-    def _kv_bytes_per_token(self) -> int:
+    def kv_bytes_per_token(self) -> int:
         """Bytes of KV cache one token takes at one route position (measured with a one-token forward)."""
         if getattr(self, "_kv_bytes", None) is None:
             ids = torch.tensor([[self.pad_id]], device=self.device)
@@ -214,7 +230,7 @@ class Runner:
                 routing.forward_last_logits(self.model, ids, torch.ones_like(ids), torch.zeros_like(ids), cache)
                 sizes = [layer.keys.numel() * layer.keys.element_size() + layer.values.numel()
                          * layer.values.element_size() for layer in cache.layers if layer.keys is not None]
-            self._kv_bytes = max(sizes) if sizes else self._hidden_bytes() * 2
+            self._kv_bytes = max(sizes) if sizes else self.hidden_bytes() * 2
         return self._kv_bytes
 
     def generate(
@@ -237,12 +253,12 @@ class Runner:
     def generate_many(
         self,
         prompts: list[str],
-        interventions: list[tuple],
+        interventions: Sequence[Intervention | tuple | None],
         *,
         decoding: Decoding = Decoding(),
         seeds: list[list[int]] | None = None,
         batch_size: int = 64,
-        on_done=None,
+        on_done: Callable[[int, list[Generation]], None] | None = None,
         rows: list[list[int]] | None = None,
     ) -> list[list[Generation]]:
         """Every prompt under every intervention (an `Intervention`, or a (route, silenced) pair): result[i][j]
@@ -260,202 +276,132 @@ class Runner:
         plans = [self.resolve(iv) for iv in interventions]
         if decoding.max_new_tokens < 1:
             raise ReachError("max_new_tokens must be at least 1")
-        if rows is not None:
-            if len(rows) != len(plans) or any(not 0 <= j < len(prompts) for r in rows for j in r):
-                raise ReachError(f"rows do not match {len(plans)} intervention(s) over {len(prompts)} prompts")
-            return self._generate_rows(prompts, plans, rows, decoding, seeds, batch_size, on_done)
-        if seeds is None:
-            seeds = [[0] * len(prompts) for _ in plans]
-        if len(seeds) != len(plans) or any(len(s) != len(prompts) for s in seeds):
-            raise ReachError(f"seeds do not match {len(plans)} intervention(s) x {len(prompts)} prompts")
-        if not prompts or not plans:
+        seeds = _checked_seeds(len(prompts), len(plans), rows, seeds)
+        if rows is None and (not prompts or not plans):
             return [[] for _ in plans]
         with self.lock:
-            encoded = [self.encode(p) for p in prompts]
-            if any(len(e) == 0 for e in encoded):
-                raise ReachError("a prompt encodes to no tokens")
-            self._check_fits(encoded, decoding.max_new_tokens)
-            order = sorted(range(len(prompts)), key=lambda i: len(encoded[i]))
-            results: list[list[Generation | None]] = [[None] * len(prompts) for _ in plans]
-            reported: set[int] = set()
-            bs = max(1, int(batch_size))
-            if self.batch_size_hint is not None:   # an earlier call ran out of memory at a larger size
-                bs = min(bs, self.batch_size_hint)
-            start = 0
-            while start < len(order):
-                chunk = order[start: start + bs]
-                todo = [i for i in range(len(plans)) if any(results[i][j] is None for j in chunk)]
-                try:
-                    for i, gens in self._generate_batch([encoded[j] for j in chunk], [plans[i] for i in todo],
-                                                        [[int(seeds[i][j]) for j in chunk] for i in todo],
-                                                        decoding, ids_of=todo):
-                        for j, g in zip(chunk, gens):
-                            results[i][j] = g
-                        if on_done is not None and i not in reported and all(g is not None for g in results[i]):
-                            reported.add(i)
-                            on_done(i, results[i])
-                except Exception as exc:  # noqa: BLE001 - only OOM is handled here
-                    if not is_oom(exc):
-                        raise
-                    if bs == 1:
-                        raise self._no_room(len(encoded[chunk[0]]), decoding.max_new_tokens, exc) from None
-                    bs = max(1, bs // 2)
-                    self.batch_size_hint = bs
-                    if torch.cuda.is_available():
-                        torch.cuda.empty_cache()
-                    continue
-                start += len(chunk)
-            return results  # type: ignore[return-value]
+            used = sorted({j for r in rows for j in r}) if rows is not None else range(len(prompts))
+            encoded: list[list[int]] = [[] for _ in prompts]
+            for j in used:
+                encoded[j] = self.encode(prompts[j])
+                if not encoded[j]:
+                    raise ReachError("a prompt encodes to no tokens")
+            self._check_fits([encoded[j] for j in used], decoding.max_new_tokens)
+            if rows is None:
+                return self._batches(encoded, plans, seeds, decoding, batch_size, on_done)
+            return self._own_rows(encoded, plans, rows, seeds, decoding, batch_size, on_done)
 
-    def _generate_rows(self, prompts, plans, rows, dec: Decoding, seeds, batch_size: int, on_done):
-        """generate_many with `rows` (see there): interventions packed into mixed decode batches, in order."""
-        if seeds is None:
-            seeds = [[0] * len(r) for r in rows]
-        if len(seeds) != len(plans) or any(len(s) != len(r) for s, r in zip(seeds, rows)):
-            raise ReachError("seeds do not match the rows of each intervention")
+    def _batches(self, encoded: list[list[int]], plans: list[Intervention], seeds: list[list[int]], dec: Decoding,
+                 batch_size: int, on_done=None, which: list[int] | None = None) -> list[list[Generation]]:
+        """Every plan over the prompts `which` (default all; result[i][p] is prompt which[p]'s), in decode batches
+        of at most `batch_size` prompts of similar length (`_generate_batch`); halved on out-of-memory."""
+        which = which if which is not None else list(range(len(encoded)))
+        order = sorted(range(len(which)), key=lambda p: len(encoded[which[p]]))
+        results: list[list[Generation | None]] = [[None] * len(which) for _ in plans]
+        reported: set[int] = set()
+
+        def run(chunk: list[int]) -> None:
+            todo = [i for i in range(len(plans)) if any(results[i][p] is None for p in chunk)]
+            for i, gens in self._generate_batch([encoded[which[p]] for p in chunk], [plans[i] for i in todo],
+                                                [[int(seeds[i][p]) for p in chunk] for i in todo], dec, ids_of=todo):
+                for p, g in zip(chunk, gens):
+                    results[i][p] = g
+                if on_done is not None and i not in reported and all(g is not None for g in results[i]):
+                    reported.add(i)
+                    on_done(i, results[i])
+
+        def alone(p: int, exc: BaseException):
+            raise self._no_room(len(encoded[which[p]]), dec.max_new_tokens, exc) from None
+
+        for _ in self.backoff.packs(order, lambda p: 1, max(1, int(batch_size)), "rows", run, alone):
+            pass
+        return results  # type: ignore[return-value]
+
+    def _own_rows(self, encoded: list[list[int]], plans: list[Intervention], rows: list[list[int]],
+                  seeds: list[list[int]], dec: Decoding, batch_size: int, on_done) -> list[list[Generation]]:
+        """generate_many with `rows` (see there): interventions packed into mixed decode batches, in order, as
+        many as the memory allows (on a CPU `backoff.cpu_bytes` of KV cache, on a GPU `batch_size` rows); one
+        intervention at a time (`_batches`) where the model cannot mix, or one alone does not fit."""
         results: list[list[Generation]] = [[] for _ in plans]
         live = [k for k in range(len(plans)) if rows[k]]
         for k in range(len(plans)):
             if not rows[k] and on_done is not None:
                 on_done(k, [])
-        if not self.mixing:      # one call per intervention
-            for k in live:
-                results[k] = self.generate([prompts[j] for j in rows[k]], plans[k], decoding=dec, seeds=seeds[k],
-                                           batch_size=batch_size)
-                if on_done is not None:
-                    on_done(k, results[k])
+        if not live:
             return results
-        with self.lock:
-            encoded = [self.encode(p) for p in prompts]
-            if any(len(e) == 0 for e in encoded):
-                raise ReachError("a prompt encodes to no tokens")
-            self._check_fits([encoded[j] for k in live for j in rows[k]], dec.max_new_tokens)
+
+        def one(k: int, exc: BaseException | None = None) -> list[list[Generation]]:
+            return self._batches(encoded, [plans[k]], [seeds[k]], dec, batch_size, which=rows[k])
+
+        if not self.mixing:
+            done = ((k, one(k)[0]) for k in live)
+        else:
             capacity = max(len(encoded[j]) for k in live for j in rows[k]) + dec.max_new_tokens
-            per_token = self._kv_bytes_per_token()
-            cpu_bytes = self.mix_bytes      # lowered when a pack runs out of memory on the CPU
-            start = 0
-            while start < len(live):
-                # the next pack: as many interventions as the memory allows (on a GPU: batch_size rows)
-                pack, used = [], 0
-                limit = cpu_bytes if self.device.type == "cpu" else max(1, min(batch_size, self.batch_size_hint
-                                                                                 or batch_size))
-                for k in live[start:]:
-                    cost = (len(rows[k]) * capacity * len(plans[k].route) * per_token if self.device.type == "cpu"
-                            else len(rows[k]))
-                    if pack and used + cost > limit:
-                        break
-                    pack.append(k)
-                    used += cost
+            per_token = self.kv_bytes_per_token()
+            cpu = self.device.type == "cpu"
+
+            def cost(k: int) -> int:      # a pack's KV bytes on a CPU, its rows on a GPU
+                return len(rows[k]) * capacity * len(plans[k].route) * per_token if cpu else len(rows[k])
+
+            def run(pack: list[int]) -> list[list[Generation]]:
                 orders = [sorted(range(len(rows[k])), key=lambda r, k=k: len(encoded[rows[k][r]])) for k in pack]
-                try:
-                    gens = self._generate_mixed([[encoded[rows[k][r]] for r in o] for k, o in zip(pack, orders)],
-                                                [plans[k] for k in pack],
-                                                [[seeds[k][r] for r in o] for k, o in zip(pack, orders)], dec)
-                except Exception as exc:  # noqa: BLE001 - only OOM is handled here
-                    if not is_oom(exc):
-                        raise
-                    if torch.cuda.is_available():
-                        torch.cuda.empty_cache()
-                    if len(pack) > 1:
-                        if self.device.type == "cpu":     # a smaller pack next time: half the bytes
-                            cpu_bytes = max(1, used // 2)
-                            self.batch_size_hint = max(1, sum(len(rows[k]) for k in pack) // 2)
-                        else:
-                            self.batch_size_hint = max(1, used // 2)
-                        continue
-                    # one intervention: generate halves its batches
-                    gens = [self.generate([prompts[j] for j in rows[pack[0]]], plans[pack[0]], decoding=dec,
-                                          seeds=seeds[pack[0]], batch_size=batch_size)]
-                    orders = [list(range(len(rows[pack[0]])))]
-                for k, o, g in zip(pack, orders, gens):
-                    back = [None] * len(o)
-                    for r, gen in zip(o, g):
-                        back[r] = gen
-                    results[k] = back
-                    if on_done is not None:
-                        on_done(k, back)
-                start += len(pack)
+                gens = self._decode_mixed([(plans[k], [encoded[rows[k][r]] for r in o], [seeds[k][r] for r in o])
+                                           for k, o in zip(pack, orders)], dec)
+                return [_unsorted(o, g) for o, g in zip(orders, gens)]
+
+            asked = self.backoff.cpu_bytes if cpu else max(1, batch_size)
+            packs = self.backoff.packs(live, cost, asked, "cpu_bytes" if cpu else "rows", run, one,
+                                       rows_of=(lambda k: len(rows[k])) if cpu else None)
+            done = ((k, g) for pack, gens in packs for k, g in zip(pack, gens))
+        for k, gens in done:
+            results[k] = gens
+            if on_done is not None:
+                on_done(k, gens)
         return results
 
-    def _generate_mixed(self, ids: list[list[list[int]]], plans: list[Intervention], seeds: list[list[int]],
-                        dec: Decoding, record: list | None = None, watch=None) -> list[list[Generation]]:
-        """Plan k over its prompts ids[k] (sorted by length), for every k, in one decode batch: each plan's
-        prompts are prefilled under its own installation straight into the batch's cache (in sub-batches,
-        as `_generate_batch` does; the positions it shares with the identity replayed from each prompt's own
-        recording, `reachtui.model.prefix`), then all rows decode together."""
-        width = max(len(x) for rows in ids for x in rows)
+    def _decode_mixed(self, jobs: list[tuple[Intervention, list[list[int]], list[int]]], dec: Decoding, *,
+                      shared: tuple | None = None, record: list | None = None, watch=None) -> list[list[Generation]]:
+        """Several interventions in one decode batch (`mixed.py`): job j = (plan, its prompts' ids sorted by
+        length, their seeds); each plan's prompts prefilled under its own installation straight into the
+        batch's cache, the positions it shares with the identity replayed (`_replay_of`), then every row
+        decoded together; per job its generations. `record` and `watch` (a `lens.PairTap`: each plan's
+        prefill, then the batch's steps) read a traced call (`lens.inspect`)."""
+        plans = [iv for iv, _, _ in jobs]
+        counts = [len(ids) for _, ids, _ in jobs]
+        width = max(len(x) for _, ids, _ in jobs for x in ids)
         full = self._full(record)
-
-        def prefill_of(n: int, iv: Intervention):
-            rows = ids[n]
-            groups = self._sub_batches(rows)
-            inputs = [self._pad([rows[u] for u in g]) for g in groups]
-            # the positions shared with the identity: replayed from each prompt's own recording
-            depth = min(routing.identity_prefix(iv.route.layers, iv.silenced), self.plain_prefix)
-            recs = self._identity_records(rows, depth) if depth else None
-            tap = routing.PrefillTap() if recs else None
-            records = [padded(recs[g.start:g.stop], x[0].shape[1], depth) for g, x in zip(groups, inputs)] \
-                if recs else None
-            return groups, inputs, tap, records, depth if recs else 0
-
-        return self._mixed_decode(plans, [len(rows) for rows in ids], width, dec, [x for rows in ids for x in rows],
-                                  [s for ss in seeds for s in ss], prefill_of, full, record, watch)
-
-    def _mixed_decode(self, plans: list[Intervention], row_counts: list[int], width: int, dec: Decoding,
-                      flat_ids: list[list[int]], flat_seeds: list[int], prefill_of, full: bool,
-                      record: list | None = None, watch=None) -> list[list[Generation]]:
-        """One mixed decode batch (`mixed.py`): plan j's `row_counts[j]` rows prefilled under its own
-        installation straight into the batch's cache (`prefill_of(j, plan)` gives the prefill's groups,
-        inputs, tap, records and replayed depth), then every row decoded together; per plan its generations.
-        `record` and `watch` (a `lens.PairTap`: each plan's prefill, then the batch's steps) read a traced
-        call (`lens.inspect_pair`)."""
-        mixed = mixed_batch.MixedCache(self.arch, plans, row_counts, self._capacity(width, dec, full), full=full)
+        mixed = mixed_batch.MixedCache(self.arch, plans, counts, self._capacity(width, dec, full), full=full)
         logits, masks = [], []
         with torch.inference_mode():
-            for j, iv in enumerate(plans):
-                groups, inputs, tap, records, depth = prefill_of(j, iv)
+            for j, (iv, ids, _) in enumerate(jobs):
+                prompts, tap, records, depth = self._replay_of(j, iv, ids, width, shared)
                 with routing.installed(self.arch, iv.route.layers, iv.silenced, tap=tap,
                                        watch=None if watch is None else watch.prefills[j]):
-                    _, attention, first = self._prefill(groups, inputs, width, dec, tap, records, depth,
-                                                        cache=mixed.plan_cache(j))
+                    attention, first = prefill.prefill(self, prompts, mixed.plan_cache(j), tap, records, depth)
                 logits.append(first)
                 masks.append(attention)
             mixed.close(width)
             with mixed_batch.installed_mixed(self.arch, mixed, watch=None if watch is None else watch.steps):
-                gens = self._decode(mixed, torch.cat(masks), torch.cat(logits), flat_ids, flat_seeds, dec,
-                                    [len(iv.route) for iv, n in zip(plans, row_counts) for _ in range(n)], record,
-                                    full)
+                gens = self._decode(mixed, torch.cat(masks), torch.cat(logits),
+                                    [x for _, ids, _ in jobs for x in ids], [s for _, _, ss in jobs for s in ss], dec,
+                                    [len(iv.route) for iv, n in zip(plans, counts) for _ in range(n)], record, full)
         out, at = [], 0
-        for n in row_counts:
+        for n in counts:
             out.append(gens[at: at + n])
             at += n
         return out
 
-    def _identity_records(self, rows: list[list[int]], depth: int) -> list[Recording] | None:
-        """Each prompt's identity prefill over at least `depth` positions (see `reachtui.model.prefix`): kept
-        ones from the store; the others recorded alone, to every position the identity can share if the
-        store keeps them, else to `depth`. None where a block's output is not a plain tensor."""
-        full = min(self.num_layers, self.plain_prefix)
-        per_token = full * (self._hidden_bytes() + self._kv_bytes_per_token())
-        out = []
-        for ids in rows:
-            rec = self.prefixes.get(ids, depth)
-            if rec is None:
-                keep = self.prefixes.fits(per_token * len(ids))
-                rec = self._record_alone(ids, full if keep else depth)
-                if rec is None:
-                    return None
-                if keep:
-                    self.prefixes.put(ids, rec)
-            out.append(rec)
-        return out
-
-    def _record_alone(self, ids: list[int], depth: int) -> Recording | None:
-        """One prompt's identity prefill over `depth` positions, in a batch of its own."""
-        [(outputs, kv)] = self._record([range(1)], [self._pad([ids])], depth, routing.PrefillTap())
-        if not all(isinstance(o, torch.Tensor) for o in outputs):
-            return None
-        return Recording(list(outputs), list(kv))
+    def _replay_of(self, j: int, iv: Intervention, ids: list[list[int]], width: int, shared: tuple | None):
+        """Job j's prefill in a mixed batch of `width`: (prefill.Prompts, tap, records, depth replayed). From
+        `shared` = (prompts, tap, records, depth of each job), a recording of the prompts every job shares;
+        else each prompt's own recording (`prefill.own_recordings`)."""
+        if shared is not None:
+            prompts, tap, records, depths = shared
+            return prompts, tap if depths[j] else None, records, depths[j]
+        prompts = prefill.Prompts.of(self, ids, width)
+        depth = prefill.shared_depth(iv.route.layers, iv.silenced, self.plain_prefix)
+        records = prefill.own_recordings(self, prompts, depth) if depth else None
+        return prompts, prefill.PrefillTap() if records else None, records, depth if records else 0
 
     def trace(
         self,
@@ -510,35 +456,32 @@ class Runner:
         ids_of = ids_of if ids_of is not None else list(range(len(plans)))
         uniq: dict[tuple, int] = {}
         row_of = [uniq.setdefault(tuple(x), len(uniq)) for x in ids]
-        unique = [list(x) for x in uniq]
-        width = max(len(x) for x in unique)
-        groups = self._sub_batches(unique) if self.plain else [range(len(unique))]
-        inputs = [self._pad([unique[u] for u in g], width if not self.plain else None) for g in groups]
+        prompts = prefill.Prompts.of(self, [list(x) for x in uniq])
+        n, width = len(prompts.rows), prompts.width
 
-        depths = [min(routing.identity_prefix(iv.route.layers, iv.silenced), self.plain_prefix) for iv in plans]
+        depths = [prefill.shared_depth(iv.route.layers, iv.silenced, self.plain_prefix) for iv in plans]
         share = max(depths) if len(plans) > 1 else 0
         if share and sum(depths) > share:
-            per_layer = sum(len(g) for g in groups) * width * 3 * self._hidden_bytes()
+            per_layer = n * width * 3 * self.hidden_bytes()
             share = min(share, int(self.share_bytes // max(per_layer, 1)))
         else:
             share = 0
-        tap = routing.PrefillTap()
-        records = self._record(groups, inputs, share, tap) if share else None
+        tap = prefill.PrefillTap()
+        records = prefill.record(self, prompts, share, tap) if share else None
 
         full = self._full(record)
-        packed = full and self.packing and self.mixing and len(plans) > 1 and len(unique) == len(ids) and not force
+        packed = full and self.packing and self.mixing and len(plans) > 1 and n == len(ids) and not force
         if packed:
-            yield from self._decode_packs(ids, plans, seeds, dec, ids_of, depths, share, tap, records, groups,
-                                          inputs, width)
+            yield from self._decode_packs(ids, plans, seeds, dec, ids_of, depths, share, tap, records, prompts)
             return
         for pid, iv, row_seeds, d in zip(ids_of, plans, seeds, depths):
             route, silenced = iv.route, iv.silenced
             d = min(d, share)
             with routing.installed(self.arch, route.layers, silenced, force=force, tap=tap if d else None,
                                    watch=watch), torch.inference_mode():
-                cache, attention, logits = self._prefill(groups, inputs, width, dec, tap if d else None,
-                                                         records, d, full=full)
-                if len(unique) < len(ids):   # identical prompts: one prefill, copied to every row
+                cache = routing.new_cache(self.arch, capacity=self._capacity(width, dec, full), batch=n, full=full)
+                attention, logits = prefill.prefill(self, prompts, cache, tap if d else None, records, d)
+                if n < len(ids):   # identical prompts: one prefill, copied to every row
                     index = torch.tensor(row_of, device=self.device)
                     routing.select_rows(cache, index)
                     attention, logits = attention[index], logits[index]
@@ -546,113 +489,55 @@ class Runner:
                                     full)
             yield pid, gens
 
-    def _decode_packs(self, ids, plans, seeds, dec: Decoding, ids_of, depths, share, tap, records, groups, inputs,
-                      width: int):
-        """On a GPU: several plans over the same (distinct) prompts decode as one mixed batch (`mixed.py`),
-        as many as the memory holds (`_rows_that_fit`; halved after an out-of-memory error); each plan is
-        prefilled straight into the batch's cache, replaying the shared identity prefill. Yields (plan id,
-        generations) as `_generate_batch` does."""
+    def _decode_packs(self, ids, plans, seeds, dec: Decoding, ids_of, depths, share, tap, records, prompts):
+        """On a GPU: several plans over the same (distinct) prompts decode as one mixed batch (`_decode_mixed`),
+        as many as the memory holds (`_rows_that_fit`, or what `backoff` learnt); each plan is prefilled
+        straight into the batch's cache, replaying the shared identity prefill. Yields (plan id, generations)
+        as `_generate_batch` does."""
         n = len(ids)
-        fit, _ = self._rows_that_fit(width + dec.max_new_tokens, max(len(iv.route) for iv in plans))
-        for smaller in (self.max_pack_rows, self.batch_size_hint):   # sizes an out-of-memory error taught
-            if smaller is not None:
-                fit = min(fit, smaller)
-        per = max(1, fit // n)
-        todo = [list(range(k, min(k + per, len(plans)))) for k in range(0, len(plans), per)]
-        while todo:
-            pack = todo.pop(0)
-            try:
-                gens = self._decode_pack(ids, [plans[k] for k in pack], [seeds[k] for k in pack], dec,
-                                         [min(depths[k], share) for k in pack], tap, records, groups, inputs, width)
-            except Exception as exc:  # noqa: BLE001 - only OOM is handled here
-                if not is_oom(exc) or len(pack) == 1:
-                    raise
-                torch.cuda.empty_cache()
-                self.max_pack_rows = max(n, len(pack) * n // 2)
-                half = len(pack) // 2
-                todo[:0] = [pack[:half], pack[half:]]
-                continue
+        fit, _ = self._rows_that_fit(prompts.width + dec.max_new_tokens, max(len(iv.route) for iv in plans))
+        fit = min(fit, self.backoff.rows or fit)        # a smaller decode batch an out-of-memory error taught
+
+        def run(pack: list[int]) -> list[list[Generation]]:
+            shared = (prompts, tap, records, [min(depths[k], share) for k in pack])
+            return self._decode_mixed([(plans[k], ids, seeds[k]) for k in pack], dec, shared=shared)
+
+        def alone(k: int, exc: BaseException):
+            raise exc
+
+        for pack, gens in self.backoff.packs(list(range(len(plans))), lambda k: n, fit, "pack_rows", run, alone):
             for k, g in zip(pack, gens):
                 yield ids_of[k], g
 
-    def _decode_pack(self, ids, plans, seeds, dec: Decoding, depths, tap, records, groups, inputs, width: int):
-        """One mixed batch of `plans`, each over every prompt of `ids`: per plan its generations."""
-        n = len(ids)
-
-        def prefill_of(j: int, iv: Intervention):
-            d = depths[j]
-            return groups, inputs, tap if d else None, records, d
-
-        return self._mixed_decode(plans, [n] * len(plans), width, dec, ids * len(plans),
-                                  [s for row in seeds for s in row], prefill_of, True)
-
-    def _sub_batches(self, rows: list[list[int]]) -> list[range]:
-        """Prefill sub-batches of `rows` (sorted by length: a sub-batch's last row is its longest), each at
-        most `prefill_tokens` padded tokens (or one row)."""
-        groups, lo = [], 0
-        for u, x in enumerate(rows):
-            if u > lo and (u + 1 - lo) * len(x) > self.prefill_tokens:
-                groups.append(range(lo, u))
-                lo = u
-        groups.append(range(lo, len(rows)))
-        return groups
-
-    def _hidden_bytes(self) -> int:
+    def hidden_bytes(self) -> int:
+        """Bytes of one position's hidden state for one token."""
         p = next(self.model.parameters())
         return int(getattr(self.arch.config, "hidden_size", 0) or p.shape[-1]) * p.element_size()
 
-    def _pad(self, rows: list[list[int]], width: int | None = None):
-        """Left-padded input ids, attention mask and position ids of `rows`."""
-        b = len(rows)
-        width = width or max(len(x) for x in rows)
-        input_ids = torch.full((b, width), self.pad_id, dtype=torch.long)
-        attention = torch.zeros((b, width), dtype=torch.long)
-        for r, x in enumerate(rows):
-            input_ids[r, width - len(x):] = torch.tensor(x, dtype=torch.long)
-            attention[r, width - len(x):] = 1
-        position_ids = (attention.cumsum(-1) - 1).masked_fill(attention == 0, 0)
-        return input_ids.to(self.device), attention.to(self.device), position_ids.to(self.device)
 
-    def _record(self, groups, inputs, depth: int, tap) -> list:
-        """The identity's first `depth` positions over every sub-batch: per sub-batch (outputs, kv)."""
-        records = []
-        with routing.installed(self.arch, tuple(range(depth)), frozenset(), tap=tap), torch.inference_mode():
-            for g, (input_ids, attention, position_ids) in zip(groups, inputs):
-                cache = routing.new_cache(self.arch, capacity=input_ids.shape[1])
-                tap.mode, tap.depth, tap.outputs = "record", depth, [None] * depth
-                try:
-                    routing.forward_last_logits(self.model, input_ids, attention, position_ids, cache)
-                finally:
-                    tap.mode = None
-                records.append((tap.outputs, routing.recorded_kv(cache, depth)))
-        return records
+def _checked_seeds(prompts: int, plans: int, rows: list[list[int]] | None, seeds: list[list[int]] | None):
+    """generate_many's seeds (zeros if None), ReachError where they or `rows` do not match its prompts and
+    interventions."""
+    if rows is not None:
+        if len(rows) != plans or any(not 0 <= j < prompts for r in rows for j in r):
+            raise ReachError(f"rows do not match {plans} intervention(s) over {prompts} prompts")
+        seeds = seeds if seeds is not None else [[0] * len(r) for r in rows]
+        if len(seeds) != plans or any(len(s) != len(r) for s, r in zip(seeds, rows)):
+            raise ReachError("seeds do not match the rows of each intervention")
+        return seeds
+    seeds = seeds if seeds is not None else [[0] * prompts for _ in range(plans)]
+    if len(seeds) != plans or any(len(s) != prompts for s in seeds):
+        raise ReachError(f"seeds do not match {plans} intervention(s) x {prompts} prompts")
+    return seeds
 
-    def _prefill(self, groups, inputs, width: int, dec: Decoding, tap, records, depth: int, cache=None,
-                 full: bool = False):
-        """The merged cache, attention mask and last-position logits of every unique prompt (written into
-        `cache` if given: a plain cache of width + max_new_tokens positions; `full`: a full-capacity one)."""
-        if cache is None:
-            n = sum(len(g) for g in groups)
-            cache = routing.new_cache(self.arch, capacity=self._capacity(width, dec, full), batch=n, full=full)
-        logits = []
-        for k, (g, (input_ids, attention, position_ids)) in enumerate(zip(groups, inputs)):
-            target = cache
-            if self.plain:
-                target = routing.window(cache, slice(g.start, g.stop), width - input_ids.shape[1])
-            if tap is not None:
-                tap.mode, tap.depth, tap.cache = "replay", depth, target
-                tap.outputs, tap.kv = records[k]
-            try:
-                logits.append(routing.forward_last_logits(self.model, input_ids, attention, position_ids, target))
-            finally:
-                if tap is not None:
-                    tap.mode, tap.cache = None, None
-        if self.plain:
-            routing.close_windows(cache, width)
-            attention = torch.cat([torch.nn.functional.pad(a, (width - a.shape[1], 0)) for _, a, _ in inputs])
-        else:
-            attention = inputs[0][1]
-        return cache, attention, torch.cat(logits)
+
+def _unsorted(order: list[int], gens: list[Generation]) -> list[Generation]:
+    """Generations made in `order` (row order[i] as gens[i]) back in row order."""
+    back: list = [None] * len(order)
+    for r, gen in zip(order, gens):
+        back[r] = gen
+    return back
+
 
 def load_runner(spec: str, *, threads: int | None = None, **load) -> Runner:
     """Load model `spec` (`reachtui.model.load.load_model` options) into a Runner, with torch on `threads`

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import torch
 
+from reachtui.errors import first_line
 from reachtui.model import routing
 
 
@@ -113,7 +114,7 @@ class FullStepper:
                 raise
             torch.cuda.set_sync_debug_mode(previous)
             self._undo()
-            self._fallback(f"the model's decode step synchronizes with the host ({str(exc).splitlines()[0]})")
+            self._fallback(f"the model's decode step synchronizes with the host ({first_line(exc)})")
             return self._body()
         finally:
             torch.cuda.set_sync_debug_mode(previous)
@@ -137,7 +138,7 @@ class FullStepper:
                 self._capture()
             except Exception as exc:  # noqa: BLE001 - any failure to capture: the same step, eagerly
                 torch.cuda.synchronize()
-                self._fallback(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+                self._fallback(first_line(exc))
             else:
                 self.graph.replay()
                 self.replays += 1

@@ -26,7 +26,7 @@ import threading
 from importlib.metadata import PackageNotFoundError, version
 
 from reachtui.errors import EnvironmentFault, ReachError
-from reachtui.generation import Decoding, Generation, PromptRefused, prompt_ids
+from reachtui.generation import Decoding, Generation, PromptRefused, RunnerDefaults, prompt_ids
 from reachtui.intervention import Intervention
 from reachtui.routes import identity
 from reachtui.serving.client import Client, ServerOptions, api_key
@@ -132,9 +132,12 @@ def served_model(listed: dict, asked: str | None, where: str) -> dict:
                      f"with --server-model")
 
 
-class ServerRunner:
+class ServerRunner(RunnerDefaults):
     """The engine's runner for a server (see the module). `engine` names the server, its version and the
     model it serves, for the protocol; `info` is what a run records of where it ran (as `RayRunner.info`)."""
+
+    cannot_trace = ("tracing with --server: it reads the model's layers, which a server does not expose; "
+                    "trace in-process, without --server")
 
     def __init__(self, loop: _Loop, client: Client, tokenizer, *, name: str, facts: dict, entry: dict,
                  kind: str, version: str | None, concurrency: int) -> None:

@@ -78,11 +78,10 @@ async def minimal_loop(url: str, bodies: list[dict], concurrency: int) -> float:
 
 def through_reachtui(runner, protocol, task, limit: int, store: Path) -> float:
     """Seconds of the audit's sample phase (realized runs first, outside the clock)."""
-    from reachtui.commands.serving import run_record
     from reachtui.engine.audit import run_audit
     from reachtui.store import Store
 
-    info = run_record(runner)
+    info = runner.info
     with Store(store) as st:
         result = run_audit(st, runner, model_name=info["name"], model_path=info["path"],
                            model_class=info["model_class"], task=task, protocol=protocol, limit=limit,
