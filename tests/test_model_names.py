@@ -76,7 +76,8 @@ def test_runs_at_80_columns_keeps_every_name_legible(tmp_path, monkeypatch):
     h = protocol.hash()[:8]
     lines = [line.rstrip() for line in out.splitlines()]
     assert code == 0 and max(len(line) for line in out.splitlines()) <= 80
-    assert lines[1:9] == [
+    top = next(i for i, line in enumerate(lines) if line.startswith("run model"))   # under the store's path, folded
+    assert lines[top:top + 8] == [
         "run model                      task         protocol status   Qs attempts real %",
         "─" * 80,
         f"  1 demo                       gsm8k-train- {h} complete  4       12   25.0",
