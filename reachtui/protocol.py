@@ -19,7 +19,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from reachtui.errors import ReachError, first_line
 from reachtui.generation import SAMPLER_VERSION, SAMPLERS, check_decoding
@@ -189,6 +189,14 @@ def _default_probes() -> tuple[ProbeSpec, ...]:
     return (ProbeSpec(registry.SAMPLE.name), ProbeSpec(registry.ROUTES.name))
 
 
+
+class Sampling(NamedTuple):
+    """The temperature and top-p one probe's attempts are drawn with (`Protocol.decoding_of`), by name from
+    the protocol to the planned attempt (`engine.plan.Work`) and the runner's `Decoding`."""
+
+    temperature: float
+    top_p: float
+
 @dataclass(frozen=True)
 class Protocol:
     template: str = DEFAULT_TEMPLATE  # plain template; {question}
@@ -357,12 +365,14 @@ class Protocol:
     def probe(self, name: str) -> ProbeSpec | None:
         return next((p for p in self.probes if p.name == name), None)
 
-    def decoding_of(self, probe: str) -> tuple[float, float]:
-        """(temperature, top_p) of the attempts stored as `probe`: a budgeted probe's own spec; realized,
-        mlp:<L> and explore:<id> decode as deployed (the protocol's default). The engine decodes with this
-        and an export recomputes it, so the store does not keep it."""
+    def decoding_of(self, probe: str) -> Sampling:
+        """How the attempts stored as `probe` were drawn: a budgeted probe's own spec; realized, mlp:<L> and
+        explore:<id> decode as deployed (the protocol's default). The engine decodes with this and an export
+        recomputes it, so the store does not keep it."""
         spec = self.probe(probe) if probe != registry.REALIZED.name else None
-        return (spec.temperature, spec.top_p) if spec is not None else (self.temperature, self.top_p)
+        if spec is not None:
+            return Sampling(temperature=spec.temperature, top_p=spec.top_p)
+        return Sampling(temperature=self.temperature, top_p=self.top_p)
 
     def attempt_seeder(self):
         """`(probe, route, silenced, task index, attempt) -> seed` of a sampled attempt (stored route and

@@ -13,6 +13,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from contextlib import closing
+from typing import TYPE_CHECKING
 
 from reachtui.engine.fits import PromptFit, prompt_fit
 from reachtui.engine.plan import Call, Work, mixed_calls, split
@@ -22,6 +23,10 @@ from reachtui.errors import DamagedStore, EnvironmentFault, ReachError, sqlite_f
 from reachtui.generation import CallPool, Decoding, PromptRefused, Runner
 from reachtui.probes import registry
 from reachtui.seeds import attempt_seed
+
+if TYPE_CHECKING:
+    from reachtui.intervention import Intervention
+    from reachtui.protocol import Sampling
 
 
 def stopped_by(exc: BaseException, store, mark_failed: Callable[[], None]) -> BaseException:
@@ -119,6 +124,13 @@ class RunContext:
     def seed(self, stream: str, pos: int, attempt: int, temperature: float) -> int | None:
         """The seed of one attempt (`reachtui.seeds.attempt_seed`; None when greedy)."""
         return attempt_seed(self.protocol.seed, stream, self.questions[pos]["idx"], attempt, temperature)
+
+    def work(self, pos: int, probe: str, attempt: int, intervention: Intervention, sampling: Sampling, *,
+             stream: str | None = None) -> Work:
+        """One planned attempt, drawn as `sampling` says and seeded in `stream` (default: the probe's own)."""
+        return Work(pos=pos, probe=probe, attempt=attempt, intervention=intervention,
+                    temperature=sampling.temperature, top_p=sampling.top_p,
+                    seed=self.seed(stream or probe, pos, attempt, sampling.temperature))
 
     # -- events ------------------------------------------------------------------------------------------
     def emit(self, done: int, total: int, **kw) -> None:

@@ -28,10 +28,10 @@ def set_plan(ctx: RunContext, positions: Sequence[int], interventions: Sequence[
              ) -> list[list[Work]]:
     """Each (probe, intervention) on `positions`: one attempt each, stored as `probe`, seeded from the
     intervention's seed stream (when the default decoding samples)."""
-    t, p = ctx.protocol.decoding_of(MLP.name(0))   # the default decoding, as every mlp:<L> and explore:<id>
+    sampling = ctx.protocol.decoding_of(MLP.name(0))   # the default decoding, as every mlp:<L> and explore:<id>
     streams = [(probe, iv, iv.seed_stream(probe)) for probe, iv in interventions]     # once, not per question
     return jobs_by_questions(positions, ctx.batch_size, lambda pos: [
-        Work(pos, probe, 0, iv, t, p, ctx.seed(stream, pos, 0, t)) for probe, iv, stream in streams])
+        ctx.work(pos, probe, 0, iv, sampling, stream=stream) for probe, iv, stream in streams])
 
 
 def counts(ctx: RunContext, probe: str, failure: set[int], realized: set[int]) -> tuple[set[int], set[int]]:

@@ -25,16 +25,16 @@ NO_LOGPROB_REWARD = -50.0
 
 def realized(ctx, probe, spec=None) -> None:
     """One attempt (index 0) per question under the protocol's default decoding."""
-    t, p = ctx.protocol.decoding_of(probe.name)
-    ctx.run_plan(jobs_by_intervention([Work(i, probe.name, 0, Intervention(), t, p, ctx.seed(probe.name, i, 0, t))
+    sampling = ctx.protocol.decoding_of(probe.name)
+    ctx.run_plan(jobs_by_intervention([ctx.work(i, probe.name, 0, Intervention(), sampling)
                                       for i in ctx.by_length], ctx.batch_size))
 
 
 def sample(ctx, probe, spec) -> None:
     """K attempts at the probe's temperature / top-p, normal layer order (the runner seeds one generator
     per prompt, so a row never depends on its batch companions)."""
-    t, p = ctx.protocol.decoding_of(probe.name)
-    ctx.run_plan(jobs_by_intervention([Work(i, probe.name, j, Intervention(), t, p, ctx.seed(probe.name, i, j, t))
+    sampling = ctx.protocol.decoding_of(probe.name)
+    ctx.run_plan(jobs_by_intervention([ctx.work(i, probe.name, j, Intervention(), sampling)
                                       for i in ctx.by_length for j in range(spec.budget)], ctx.batch_size))
 
 
@@ -52,13 +52,13 @@ def routes(ctx, probe, spec) -> None:
     """Shared mode: attempt j of every question runs route j; a job is a chunk of questions with every
     route, so the runner prefills the chunk's prompts once for all routes. per_question mode: every
     question its own routes, generated in mixed calls (as MCTS rounds)."""
-    t, p = ctx.protocol.decoding_of(probe.name)
+    sampling = ctx.protocol.decoding_of(probe.name)
     if ctx.protocol.routes_mode == "shared":
         pool = route_pool(ctx, spec)
         ctx.run_plan(jobs_by_questions(ctx.by_length, ctx.batch_size, lambda i: [
-            Work(i, probe.name, j, iv, t, p, ctx.seed(probe.name, i, j, t)) for j, iv in enumerate(pool)]))
+            ctx.work(i, probe.name, j, iv, sampling) for j, iv in enumerate(pool)]))
         return
-    items = [Work(i, probe.name, j, iv, t, p, ctx.seed(probe.name, i, j, t))
+    items = [ctx.work(i, probe.name, j, iv, sampling)
              for i in ctx.by_length for j, iv in enumerate(route_pool(ctx, spec, i))]
     try:
         ctx.run_plan([items], mixed=True)
@@ -100,7 +100,7 @@ def mcts(ctx, probe, spec) -> None:
 
 def _rounds(ctx, probe, spec, searches: list[RouteSearch], totals, correct: int) -> None:
     """The searches' rounds until every one is done: each round's attempts as mixed calls."""
-    t, p = ctx.protocol.decoding_of(probe.name)
+    sampling = ctx.protocol.decoding_of(probe.name)
     generated = 0
     while True:
         pending = [pos for pos, s in enumerate(searches) if s.propose_layers() is not None]
@@ -115,8 +115,7 @@ def _rounds(ctx, probe, spec, searches: list[RouteSearch], totals, correct: int)
                 route, stored = s.pending, False
             else:
                 continue
-            members.append((Work(pos, probe.name, j, Intervention(Route(route)), t, p,
-                                 ctx.seed(probe.name, pos, j, t)), stored))
+            members.append((ctx.work(pos, probe.name, j, Intervention(Route(route)), sampling), stored))
         stored_now = frozenset((m.pos, m.attempt) for m, done in members if done)
 
         def observe(todo: Sequence[Work], rows: list[dict]) -> None:

@@ -327,8 +327,8 @@ class StoreQueries:
         if row["source"] == "audit":
             protocol = self.run_protocol(row)
             self.conn.create_function("reachtui_seed", 5, protocol.attempt_seeder(), deterministic=True)
-            own = {spec.name: protocol.decoding_of(spec.name)[0] for spec in protocol.probes}
-            default = protocol.decoding_of(registry.REALIZED.name)[0]   # realized, mlp:<L>, explore:<id>
+            own = {spec.name: protocol.decoding_of(spec.name).temperature for spec in protocol.probes}
+            default = protocol.decoding_of(registry.REALIZED.name).temperature   # realized, mlp:<L>, explore:<id>
             cases = " ".join("WHEN ? THEN ?" for _ in own)
             temperature, params = ((f"CASE a.probe {cases} ELSE ? END", (*(v for kv in own.items() for v in kv),
                                                                            default)) if own else ("?", (default,)))

@@ -222,7 +222,7 @@ class AuditData:
         hits = self.store.correct_attempts(run.id, key, run.probes, limit)
         if run.protocol is not None:    # a protocol this reachtui cannot read: no temperatures to show
             for h in hits:
-                h["temperature"] = run.protocol.decoding_of(h["probe"])[0]
+                h["temperature"] = run.protocol.decoding_of(h["probe"]).temperature
         return hits
 
     # ---- search -----------------------------------------------------------------------------------
