@@ -82,17 +82,22 @@ def _with_access(command):
     return call
 
 
-def _folder_given(ctx, param, value: str | None) -> str | None:
-    """An empty folder name would read as "not given" (no offloading), a name no file system holds as an
-    OSError deep in accelerate: both are one line here."""
-    from reachtui.inputs import short_name, too_long
+def _name_given(instead: str):
+    """The callback of an option naming a file or folder: an empty name would read as "not given" (a default
+    taken silently), a name no file system holds as an OSError deep down; both are one line here, before any
+    command looks at it. `instead`: what to do in place of the empty name."""
 
-    flag = param.opts[0]
-    if value is not None and not value.strip():
-        raise ReachError(f"{flag} '{value}': the name is empty (give a folder, or leave {flag} out)")
-    if value is not None and (long := too_long(value)) is not None:
-        raise ReachError(f"{flag} {short_name(value)}: {long}")
-    return value
+    def check(ctx, param, value: str | None) -> str | None:
+        from reachtui.inputs import short_name, too_long
+
+        flag = param.opts[0]
+        if value is not None and not value.strip():
+            raise ReachError(f"{flag} '{value}': the name is empty ({instead})")
+        if value is not None and (long := too_long(value)) is not None:
+            raise ReachError(f"{flag} {short_name(value)}: {long}")
+        return value
+
+    return check
 
 
 #: --device, --dtype, --device-map, --offload-folder: `placement: Placement`.
@@ -104,7 +109,8 @@ placement_options = _stack(
                       "device): split over GPUs, offload what does not fit. Needs reachtui[gpu]. Not with "
                       "--device."),
     click.option("--offload-folder", "offload_folder", type=click.Path(file_okay=False), default=None,
-                 callback=_folder_given, help="Where a device map offloads weights to disk."),
+                 callback=_name_given("give a folder, or leave --offload-folder out"),
+                 help="Where a device map offloads weights to disk."),
     _with_placement,
 )
 
@@ -278,21 +284,10 @@ def task_option(*, default: str | None = None, note: str = "", required: bool | 
         _with_task_fields)
 
 
-def _store_given(ctx, param, value: str | None) -> str | None:
-    """An empty --store names no file (it would read as "not given": the default store); a name no file system
-    holds is one line here, before any command looks at it."""
-    from reachtui.inputs import short_name, too_long
-
-    if value is not None and not value.strip():
-        raise ReachError("--store '': the name is empty (give the audit store's file, or leave --store out for "
-                         "$REACHTUI_STORE or ./store/reachtui.sqlite)")
-    if value is not None and (long := too_long(value)) is not None:
-        raise ReachError(f"--store {short_name(value)}: {long}")
-    return value
-
-
 #: --store, the one declaration every command shares (the store itself says what is wrong with a path).
-store_option = click.option("--store", "store_path", metavar="PATH", default=None, callback=_store_given,
+store_option = click.option("--store", "store_path", metavar="PATH", default=None,
+                            callback=_name_given("give the audit store's file, or leave --store out for "
+                                                 "$REACHTUI_STORE or ./store/reachtui.sqlite"),
                             help="Audit store [default: $REACHTUI_STORE or ./store/reachtui.sqlite].")
 
 batch_size_option = click.option(
