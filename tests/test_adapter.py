@@ -30,7 +30,7 @@ def digest(folder) -> str:
 @pytest.fixture(scope="module")
 def adapter(tmp_path_factory):
     """A LoRA (q, v, down projections) of the demo model: 4 AdamW steps, its base recorded as `demo`."""
-    from reachtui.training.lora import train_lora
+    from reachtui.model.training.lora import train_lora
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

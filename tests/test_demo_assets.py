@@ -55,7 +55,7 @@ def test_solutions_are_consistent():
 
 
 def test_no_demo_question_in_training_data():
-    from reachtui.training.demo import DEFAULTS  # torch is imported lazily there
+    from reachtui.model.training.demo import DEFAULTS  # torch is imported lazily there
 
     demo = {r["question"] for r in _rows()}
     n = DEFAULTS["steps"] * DEFAULTS["batch_size"]   # exactly what the default training run consumes
@@ -66,8 +66,8 @@ def test_no_demo_question_in_training_data():
 
 
 def test_no_demo_question_in_the_tuned_models_prompts():
-    from reachtui.training.examples import held_out_items
-    from reachtui.training.tuned import DEFAULTS as TUNED
+    from reachtui.model.training.examples import held_out_items
+    from reachtui.model.training.tuned import DEFAULTS as TUNED
 
     demo = {r["question"] for r in _rows()}
     for n in (TUNED["steps"] * TUNED["prompts_per_step"], TUNED["rounds"] * TUNED["prompts_per_round"]):

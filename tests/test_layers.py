@@ -1,6 +1,6 @@
 """The house's layers, checked by import-linter (`lint-imports`, the contracts in pyproject.toml): every module
 and package of reachtui/ is in a layer, and the rooms import downward only (cli | api -> commands -> tui |
-reports -> cluster | serving | training -> engine | tables | model -> control -> store | importers -> presets |
+reports -> cluster | serving -> engine | tables | model -> control -> store | importers -> presets |
 tasks -> protocol -> the core floor), rooms on one line never importing each other; torch, textual and ray
 stay in their rooms, and the optional extras of what goes out (matplotlib, pyarrow, pandas, inspect_ai) in
 the module that writes it."""
@@ -33,7 +33,7 @@ def test_every_contract_is_kept():
     result = lint(ROOT)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert "BROKEN" not in result.stdout
-    assert "Contracts: 6 kept, 0 broken." in result.stdout
+    assert "Contracts: 7 kept, 0 broken." in result.stdout
 
 
 def test_every_module_is_in_a_layer():
@@ -64,7 +64,7 @@ def copy_of_the_package(tmp_path: Path) -> Path:
      ["reachtui.routes is not allowed to import reachtui.store", "reachtui.routes -> reachtui.store"]),
     # torch outside the model room
     ("store/__init__.py", "import torch",
-     ["torch, transformers and their kin are imported only in reachtui/model/ (and reachtui/training/) BROKEN",
+     ["torch, transformers and their kin are imported only in reachtui/model/ BROKEN",
       "reachtui.store -> torch"]),
     # pandas outside reachtui.reports.api: the extras' wall
     ("reports/plots/files.py", "import pandas", ["reachtui.reports.plots.files -> pandas"]),
@@ -99,6 +99,25 @@ def sql_outside_the_store(root: Path) -> list[str]:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in SQL_CALLS:
                 bad.append(f"reachtui/{rel}:{node.lineno}: .{node.func.attr}(")
     return bad
+
+
+def test_the_training_apart_contract_names_every_runtime_module_of_the_model_room():
+    """import-linter's forbidden contract lists its sources one by one: a new module of model/ must join it."""
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    (apart,) = [c for c in contracts if c["id"] == "training-apart"]
+    runtime = {f"reachtui.model.{p.stem}" for p in (ROOT / "reachtui" / "model").glob("*.py") if p.stem != "__init__"}
+    assert set(apart["source_modules"]) == runtime
+
+
+@pytest.mark.parametrize("module", ["model/run.py", "model/load.py"])
+def test_the_runtime_importing_a_training_script_breaks_the_contract(tmp_path, module):
+    copy = copy_of_the_package(tmp_path)
+    target = copy / "reachtui" / module
+    target.write_text(target.read_text() + "\n\ndef _late():\n    from reachtui.model.training import examples\n")
+    result = lint(copy)
+    assert result.returncode == 1 and "the model room's runtime never imports its training scripts" in result.stdout
 
 
 def test_no_sql_runs_on_the_store_outside_its_modules():

@@ -28,7 +28,7 @@ from pathlib import Path
 
 TASK_SEED = 20240601      # seed of the shipped demo task
 TASK_SIZE = 320           # questions in the shipped demo task
-TRAIN_SEED = 7            # default seed of the training stream (see reachtui.training.demo)
+TRAIN_SEED = 7            # default seed of the training stream (see reachtui.model.training.demo)
 MAX_VALUE = 150           # no operand or intermediate result exceeds this
 
 PROMPT_TEMPLATE = "Question: {question}\nAnswer:"

@@ -1,5 +1,5 @@
 """How long TRL's GRPO takes per step on the demo model on this CPU: the measurement behind GRPO being
-the recipe of `demo-tuned` (reachtui/training/tuned.py). Needs `pip install 'reachtui[train]'`:
+the recipe of `demo-tuned` (reachtui/model/training/tuned.py). Needs `pip install 'reachtui[train]'`:
 
     python tests/bench/time_grpo_trl.py --steps 4
 

@@ -1,7 +1,7 @@
 """Train the bundled demo model from scratch: a tiny character-level LlamaForCausalLM that solves the
 demo arithmetic word problems (reachtui.tasks.demo) — sometimes.
 
-    python -m reachtui.training.demo --out assets/models/demo
+    python -m reachtui.model.training.demo --out assets/models/demo
 
 Deterministic for a given seed and step count (fixed data stream, fixed schedule): on the same kind
 of CPU, rerunning the default command reproduces the shipped `model.safetensors` byte for byte, and the
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from reachtui.tasks.demo import PROMPT_TEMPLATE, TRAIN_SEED, training_items
-from reachtui.training.examples import batches, encode_examples, held_out_items, quick_eval
+from reachtui.model.training.examples import batches, encode_examples, held_out_items, quick_eval
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = [PAD, BOS, EOS, UNK]
@@ -150,7 +150,7 @@ def train(out: Path, *, steps: int, batch_size: int, lr: float, warmup: int, min
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m reachtui.training.demo", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m reachtui.model.training.demo", description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, required=True, help="directory to save the model and tokenizer in")
     for key in ("steps", "batch_size", "warmup", "seed", "threads", "layers", "hidden", "heads",
                 "intermediate", "max_positions"):

@@ -2,8 +2,8 @@
 demo task, with reachtui's own grader as the reward.
 
     pip install 'reachtui[train]'
-    python -m reachtui.training.tuned --out assets/models/demo-tuned          # GRPO, as shipped
-    python -m reachtui.training.tuned --method expert-iteration --out DIR    # the alternative recipe
+    python -m reachtui.model.training.tuned --out assets/models/demo-tuned          # GRPO, as shipped
+    python -m reachtui.model.training.tuned --method expert-iteration --out DIR    # the alternative recipe
 
 The shipped model is made by **GRPO** with TRL's GRPOTrainer: per step 8 prompts x 8 completions sampled
 at temperature 1.0 (as the `sample` probe draws them), reward 1 when the completion's first line grades
@@ -32,7 +32,7 @@ from pathlib import Path
 from reachtui.assets import DEMO_MODEL_DIR
 from reachtui.grading import grade
 from reachtui.tasks.demo import format_prompt, training_items
-from reachtui.training.examples import batches, held_out_items, quick_eval
+from reachtui.model.training.examples import batches, held_out_items, quick_eval
 
 DEFAULTS = dict(method="grpo", rounds=2, prompts_per_round=640, samples=8, epochs=2, lr=3e-4,
                 batch_size=16, steps=60, prompts_per_step=8, lr_grpo=3e-5, beta=0.0, temperature=1.0,
@@ -202,7 +202,7 @@ def train_expert_iteration(out: Path, *, rounds: int, prompts_per_round: int, sa
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m reachtui.training.tuned", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m reachtui.model.training.tuned", description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, required=True, help="directory to save the tuned model in")
     for key, value in DEFAULTS.items():
         ap.add_argument("--" + key.replace("_", "-"), type=type(value), default=value)

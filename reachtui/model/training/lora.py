@@ -3,7 +3,7 @@ not in the demo task, saved as an adapter directory (`adapter_config.json` + `ad
 that `reachtui audit DIR` opens as a model (its base merged with it).
 
     pip install 'reachtui[peft]'
-    python -m reachtui.training.lora --out demo-lora            # 8 steps, a few seconds on a CPU
+    python -m reachtui.model.training.lora --out demo-lora            # 8 steps, a few seconds on a CPU
 
 It exists so that a fine-tuned checkpoint as people get them (an adapter, not full weights) can be tried
 on the demo model, and so the tests train one with the real library. The adapter's base is recorded as
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from reachtui.assets import DEMO_MODEL_DIR
 from reachtui.tasks.demo import training_items
-from reachtui.training.examples import encode_examples, pad_batch
+from reachtui.model.training.examples import encode_examples, pad_batch
 
 #: LoRA on attention (q, v) and on the MLP's down projection: an MLP block silenced in an audit silences
 #: the adapter's share of it too (merged, it is one weight).
@@ -64,7 +64,7 @@ def train_lora(out: Path, *, steps: int = 8, batch_size: int = 16, lr: float = 3
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m reachtui.training.lora", description=__doc__.split("\n\n")[0],
+    parser = argparse.ArgumentParser(prog="python -m reachtui.model.training.lora", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help="The adapter directory to write.")
     parser.add_argument("--steps", type=int, default=8)
